@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Python bindings: build the wheel (CPU backend) with pip + scikit-build-core into a fresh venv,
+# run the numpy tests against the CPU backend, and a smoke import. The torch/GPU tests
+# (bindings/python/tests/gpu) need torch + CUDA and run on the GPU machine, not here.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+
+VENV="${INT8ATTN_CI_VENV:-build-ci/py-venv}"
+if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" >/dev/null 2>&1; then
+  $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+fi
+rm -rf "$VENV"
+python3 -m venv "$VENV"
+PY="$(cd "$VENV" && pwd)/bin/python"
+"$PY" -m pip install -q --upgrade pip
+"$PY" -m pip install -q numpy pytest "scikit-build-core>=0.10" build
+
+# One wheel for every CPython 3 (py3-none-<platform>); CUDA off to keep CI fast.
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
+CMAKE_ARGS="-DINT8ATTN_ENABLE_CUDA=OFF" "$PY" -m pip install -q ./bindings/python
+
+# Test the installed package (not the source tree) and the library inside it.
+unset INT8ATTN_LIBRARY
+(cd /tmp && "$PY" -c "import int8attn; assert 'site-packages' in int8attn.__file__, int8attn.__file__") \
+  || { echo "int8attn was not imported from the installed wheel"; exit 1; }
+"$PY" -m pytest bindings/python/tests --ignore=bindings/python/tests/gpu -q -p no:cacheprovider
+
+# Smoke test from outside the repository.
+(cd /tmp && "$PY" - <<'PYEOF'
+import numpy as np
+import int8attn
+
+info = int8attn.info()
+print("int8attn", info["version"], "features", info["features"], "from", info["library"])
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((1, 4, 200, 64)).astype(np.float32) for _ in range(3))
+o = int8attn.attention(q, k, v, mode="balanced")
+s = q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2) / 8.0
+p = np.exp(s - s.max(-1, keepdims=True))
+ref = (p / p.sum(-1, keepdims=True)) @ v
+err = np.abs(o - ref).sum() / np.abs(ref).sum()
+print(f"attention on the CPU: rel-L1 {err:.4f}")
+assert err < 0.03
+PYEOF
+)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Everything the GPU machine is for, in one call (or two: --no-bench, then --bench-only): build (unless a build is carried in), GPU
+# tests, compute-sanitizer memcheck + racecheck on a subset, the Python GPU tests, the CLI's
+# main job, and the benchmark against torch SDPA. Logs and results go to $OUT (or
+# bench/results/run-<date>); the benchmark table is printed last.
+#
+#   bash bench/gpu_check.sh [--build-dir DIR] [--quick] [--skip-sanitizer] [--shapes a,b]
+#                           [--no-bench | --bench-only]
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+BUILD=build-gpu QUICK="" SANITIZE=1 SHAPES="" TESTS=1 BENCH=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) BUILD="$2"; shift 2 ;;
+    --quick) QUICK="--quick"; shift ;;
+    --skip-sanitizer) SANITIZE=0; shift ;;
+    --shapes) SHAPES="--shapes $2"; shift 2 ;;
+    --no-bench) BENCH=0; shift ;;
+    --bench-only) TESTS=0; shift ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+OUTDIR="${OUT:-bench/results/run-$(date +%Y%m%d-%H%M%S)}"
+mkdir -p "$OUTDIR"
+LOG="$OUTDIR/gpu_check.log"
+status=0
+step() { echo "=== $* ($(date +%T))" | tee -a "$LOG"; }
+
+step "device"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1 | tee -a "$LOG"
+python3 -c 'import torch; print("torch", torch.__version__, "cudnn", torch.backends.cudnn.version())' 2>&1 | tee -a "$LOG"
+
+if [ ! -f "$BUILD/lib/libint8attn.so" ]; then
+  step "build ($BUILD)"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINT8ATTN_CUDA_ARCHS=90a >>"$LOG" 2>&1 \
+    && cmake --build "$BUILD" -j "$(nproc)" >>"$LOG" 2>&1 || { echo "build failed" | tee -a "$LOG"; exit 1; }
+fi
+export LD_LIBRARY_PATH="$PWD/$BUILD/lib:${LD_LIBRARY_PATH:-}"
+export INT8ATTN_LIBRARY="$PWD/$BUILD/lib/libint8attn.so"
+export PYTHONPATH="$PWD/bindings/python/src:${PYTHONPATH:-}"
+export PYTHONUNBUFFERED=1
+
+if [ "$TESTS" = 1 ]; then
+step "GPU tests"
+for t in "$BUILD"/bin/test_gpu_*; do
+  [ -x "$t" ] || continue
+  "$t" --gtest_brief=1 >"$OUTDIR/$(basename "$t").log" 2>&1; rc=$?
+  tail -n 25 "$OUTDIR/$(basename "$t").log" | tee -a "$LOG"
+  [ $rc -eq 0 ] || { echo "FAILED: $t (rc $rc)" | tee -a "$LOG"; status=1; }
+done
+step "CPU tests (sanity on this machine)"
+for t in "$BUILD"/bin/test_*; do
+  case "$t" in *test_gpu_*) continue ;; esac
+  [ -x "$t" ] || continue
+  "$t" --gtest_brief=1 >>"$OUTDIR/cpu_tests.log" 2>&1 || { echo "FAILED: $t" | tee -a "$LOG"; status=1; }
+done
+
+if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  step "compute-sanitizer memcheck + racecheck (subset)"
+  t="$BUILD/bin/test_gpu_attention"
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
+    --gtest_filter='*Causal*:*BlockMask*:*Cache*:*SplitKv*:*Predicted*' >"$OUTDIR/memcheck.log" 2>&1
+  rc=$?; tail -n 4 "$OUTDIR/memcheck.log" | tee -a "$LOG"; [ $rc -eq 0 ] || { echo "memcheck rc $rc" | tee -a "$LOG"; status=1; }
+  compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
+    --gtest_filter='*BlockMask*:*SplitKv*' >"$OUTDIR/racecheck.log" 2>&1
+  rc=$?; tail -n 4 "$OUTDIR/racecheck.log" | tee -a "$LOG"; [ $rc -eq 0 ] || { echo "racecheck rc $rc" | tee -a "$LOG"; status=1; }
+fi
+
+if [ -d bindings/python/tests/gpu ]; then
+  step "Python GPU tests"
+  python3 -m pytest -q -p no:cacheprovider bindings/python/tests/gpu >"$OUTDIR/pytest_gpu.log" 2>&1
+  rc=$?; tail -n 15 "$OUTDIR/pytest_gpu.log" | tee -a "$LOG"; [ $rc -eq 0 ] || status=1
+fi
+
+if [ -x "$BUILD/bin/int8attn" ]; then
+  step "CLI main job"
+  "$BUILD/bin/int8attn" info 2>&1 | tee -a "$LOG"
+  "$BUILD/bin/int8attn" run --mode all 2>&1 | tee -a "$LOG"
+fi
+
+fi  # TESTS
+
+if [ "$BENCH" = 1 ]; then
+step "benchmark"
+python3 bench/bench.py $QUICK $SHAPES --out "$OUTDIR" 2>"$OUTDIR/bench.log" | tee "$OUTDIR/bench_table.md"
+[ "${PIPESTATUS[0]}" -eq 0 ] || { tail -n 30 "$OUTDIR/bench.log"; status=1; }
+fi  # BENCH
+echo "gpu_check status: $status (logs in $OUTDIR)"
+exit $status

@@ -1,0 +1,87 @@
+"""int8attn: attention with INT8-quantized Q·Kᵀ for diffusion transformers and KV-cache decode.
+
+Python bindings (ctypes) over the C library ``libint8attn``. The library is looked up in this
+order: the path in the environment variable ``INT8ATTN_LIBRARY``, then the copy installed inside
+this package. Its ABI version is checked on load.
+
+Quick start::
+
+    import numpy as np, int8attn
+    q, k, v = (np.random.randn(1, 8, 256, 64).astype(np.float32) for _ in range(3))
+    o = int8attn.attention(q, k, v, mode="balanced")
+
+torch tensors (CPU or CUDA, float16/bfloat16/float32) work the same way; torch is never imported
+by ``import int8attn``. The torch integration (``Int8Attention``, ``Int8AttnProcessor``,
+``replace_attention_with_int8``, the ``int8attn::attention`` custom op) lives in
+:mod:`int8attn.torch_integration` and is imported on first access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._lib import (
+    ABI_VERSION,
+    DeviceError,
+    Int8AttnError,
+    InternalError,
+    InvalidArgumentError,
+    LibraryNotFoundError,
+    NotSupportedError,
+    OutOfMemoryError,
+    last_error,
+    library_path,
+    status_string,
+)
+from ._api import (
+    Context,
+    KVCache,
+    Mode,
+    TimestepPolicy,
+    attention,
+    default_context,
+    devices,
+    features,
+    forward_workspace_size,
+    info,
+    parse_mode,
+    predict_block_mask,
+    quantize,
+    version,
+)
+
+from . import _lib as _l
+
+_l.lib()  # load now: a missing library or an ABI mismatch fails at import with a clear message
+
+try:
+    from importlib.metadata import PackageNotFoundError as _PNF, version as _dist_version
+
+    try:
+        __version__ = _dist_version("int8attn")
+    except _PNF:  # running from a source tree
+        __version__ = version()
+except ImportError:  # pragma: no cover - Python < 3.8
+    __version__ = version()
+
+__all__ = [
+    "ABI_VERSION", "Context", "DeviceError", "Int8AttnError", "InternalError",
+    "InvalidArgumentError", "KVCache", "LibraryNotFoundError", "Mode", "NotSupportedError",
+    "OutOfMemoryError", "TimestepPolicy", "attention", "default_context", "devices", "features",
+    "forward_workspace_size", "info", "last_error", "library_path", "parse_mode",
+    "predict_block_mask", "quantize", "status_string", "version",
+    # lazily imported from int8attn.torch_integration:
+    "Int8Attention", "Int8AttnProcessor", "replace_attention_with_int8", "set_timestep",
+]
+
+_TORCH_NAMES = {"Int8Attention", "Int8AttnProcessor", "Int8SDPAProcessor",
+                "replace_attention_with_int8", "set_timestep", "sdpa_int8", "attention_op"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the torch integration only when one of its names is used."""
+    if name in _TORCH_NAMES:
+        from . import torch_integration
+
+        return getattr(torch_integration, name)
+    raise AttributeError(f"module 'int8attn' has no attribute {name!r}")

@@ -1,0 +1,331 @@
+"""torch tests of the int8attn bindings: CUDA tensors (fp16/bf16, HND/NHD) against PyTorch SDPA,
+the Int8Attention module, the diffusers-style processor, and torch.compile of the custom op.
+
+Run on the GPU machine (torch + CUDA + numpy + pytest; no diffusers, no network):
+
+    INT8ATTN_LIBRARY=build/lib/libint8attn.so python3 -m pytest bindings/python/tests/gpu -q
+
+Every test also runs on CPU torch tensors when torch is installed; CUDA cases skip when torch has
+no CUDA device or the library was built without the CUDA backend.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Optional
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import int8attn  # noqa: E402
+from int8attn import torch_integration as ti  # noqa: E402
+
+HAS_CUDA = torch.cuda.is_available() and "cuda" in int8attn.features()
+CUDA_REASON = ("no CUDA device visible to torch" if not torch.cuda.is_available()
+               else "libint8attn was built without the CUDA backend")
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not HAS_CUDA,
+                                                                 reason=CUDA_REASON))]
+
+# rel-L1 bars against float64 SDPA (Gaussian inputs). fp16/bf16 inputs add their own rounding.
+BARS = {"exact": 1e-2, "balanced": 4e-2, "fast": 8e-2}
+
+
+def _dtypes(device: str):
+    return [torch.float16, torch.bfloat16] + ([torch.float32] if device == "cpu" else [])
+
+
+def ref_sdpa(q, k, v, *, causal: bool = False, layout: str = "HND", scale=None):
+    """float64 SDPA on the CPU (GQA by repeating K/V heads)."""
+    if layout == "NHD":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    q, k, v = (x.detach().to("cpu", torch.float64) for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+    return o.transpose(1, 2) if layout == "NHD" else o
+
+
+def rel_l1(o, ref) -> float:
+    o = o.detach().to("cpu", torch.float64)
+    return float((o - ref).abs().sum() / ref.abs().sum().clamp_min(1e-30))
+
+
+def randn(*shape, device="cpu", dtype=torch.float16, seed=0):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.randn(*shape, generator=g, dtype=torch.float32).to(device=device, dtype=dtype)
+
+
+# ---- attention() on torch tensors ---------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+@pytest.mark.parametrize("mode", ["exact", "balanced", "fast"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_attention_vs_sdpa(device, layout, mode, d):
+    for dtype in _dtypes(device):
+        b, h, n = 2, 4, 300  # N not a multiple of 64
+        shape = (b, h, n, d) if layout == "HND" else (b, n, h, d)
+        q, k, v = (randn(*shape, device=device, dtype=dtype, seed=s) for s in range(3))
+        o = int8attn.attention(q, k, v, mode=mode, layout=layout)
+        assert o.shape == q.shape and o.dtype == dtype and o.device == q.device
+        assert torch.isfinite(o).all()
+        err = rel_l1(o, ref_sdpa(q, k, v, layout=layout))
+        assert err < BARS[mode] + (1e-2 if dtype == torch.bfloat16 else 0), (dtype, err)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("d", [40, 72, 80, 96, 160, 192, 256])
+def test_head_dims(device, d):
+    q, k, v = (randn(1, 2, 130, d, device=device, seed=s) for s in range(3))
+    o = int8attn.attention(q, k, v, mode="balanced")
+    assert rel_l1(o, ref_sdpa(q, k, v)) < BARS["balanced"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gqa_causal_lse(device):
+    q = randn(2, 8, 200, 128, device=device, seed=1)
+    k, v = randn(2, 2, 200, 128, device=device, seed=2), randn(2, 2, 200, 128, device=device,
+                                                               seed=3)
+    o, lse = int8attn.attention(q, k, v, mode="exact", causal=True, return_lse=True)
+    assert rel_l1(o, ref_sdpa(q, k, v, causal=True)) < BARS["exact"]
+    assert lse.dtype == torch.float32 and lse.shape == (2, 8, 200) and lse.device == q.device
+    qd, kd = q.double().cpu(), k.double().cpu().repeat_interleave(4, 1)
+    s = qd @ kd.transpose(-1, -2) / 128 ** 0.5
+    s = s.masked_fill(torch.ones(200, 200, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(lse.double().cpu(), torch.logsumexp(s, -1), atol=2e-2, rtol=0)
+    o = int8attn.attention(q, k, v, mode="balanced", causal=True)
+    assert rel_l1(o, ref_sdpa(q, k, v, causal=True)) < BARS["balanced"]
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_REASON)
+def test_cuda_side_stream_and_out():
+    q, k, v = (randn(1, 4, 256, 64, device="cuda", seed=s) for s in range(3))
+    out = torch.empty_like(q)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        res = int8attn.attention(q, k, v, out=out)
+    s.synchronize()
+    assert res is out
+    assert rel_l1(out, ref_sdpa(q, k, v)) < BARS["balanced"]
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_REASON)
+def test_cuda_kv_cache_decode():
+    b, hkv, hq, d = 2, 2, 8, 128
+    k, v = randn(b, hkv, 1000, d, device="cuda", seed=1), randn(b, hkv, 1000, d, device="cuda",
+                                                                seed=2)
+    with int8attn.KVCache(b, hkv, 2048, d, device="cuda") as cache:
+        cache.append(k[:, :, :600], v[:, :, :600])
+        cache.append(k[:, :, 600:], v[:, :, 600:])
+        q = randn(b, hq, 1, d, device="cuda", seed=3)
+        o = cache.forward(q)
+        assert rel_l1(o, ref_sdpa(q, k, v)) < BARS["balanced"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_quantize_and_mask_on_torch(device):
+    x = randn(1, 2, 128, 64, device=device, seed=4)
+    x8, scales, mean = int8attn.quantize(x, smooth=True)
+    assert x8.dtype == torch.int8 and x8.device == x.device
+    assert scales.shape == (1, 2, 2) and mean.shape == (1, 2, 64)
+    m = int8attn.predict_block_mask(x, x, q_block=64, k_block=64, keep_ratio=0.5)
+    assert m.dtype == torch.uint8 and m.shape == (1, 2, 2, 2) and m.device == x.device
+
+
+# ---- Int8Attention module -----------------------------------------------------------------------
+@pytest.mark.parametrize("device", DEVICES)
+def test_int8attention_module(device):
+    dtype = torch.float16
+    attn = int8attn.Int8Attention(num_heads=4, head_dim=64, num_timesteps=1000,
+                                  use_adaptive_scaling=True)
+    q, k, v = (randn(2, 4, 256, 64, device=device, dtype=dtype, seed=s) for s in range(3))
+    o = attn(q, k, v, 500)
+    assert o.shape == q.shape and o.dtype == dtype
+    ref = ref_sdpa(q, k, v)
+    assert rel_l1(o, ref) < BARS["balanced"]
+    exact = int8attn.attention(q, k, v, mode="exact")
+    torch.testing.assert_close(attn(q, k, v, 0), exact, rtol=0, atol=0)  # first step: exact
+    torch.testing.assert_close(attn(q, k, v, torch.tensor([999])), exact, rtol=0, atol=0)
+    with pytest.raises(ValueError):
+        attn(q[:, :2], k, v, 5)
+    lut = torch.full((1000,), 0.95)
+    attn2 = int8attn.Int8Attention(4, 64, 1000, True, lut, mode="balanced")
+    assert abs(attn2.policy.scale_multiplier(10) - 0.95) < 1e-6
+    assert rel_l1(attn2(q, k, v, 10), ref) < BARS["balanced"] * 2
+
+
+# ---- torch.compile and the custom op ------------------------------------------------------------
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = int8attn.Int8Attention(num_heads=4, head_dim=64, use_adaptive_scaling=False,
+                                           mode="balanced")
+        self.proj = nn.Linear(64, 64)
+
+    def forward(self, q, k, v):
+        return self.proj(self.attn(q * 1.0, k, v)) + 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_custom_op_opcheck(device):
+    q, k, v = (randn(1, 2, 64, 64, device=device, seed=s) for s in range(3))
+    args = (q, k, v, 2, False, 0.0, "HND", 0, -1)
+    torch.library.opcheck(torch.ops.int8attn.attention.default, args,
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torch_compile_fullgraph(device):
+    torch._dynamo.reset()
+    mod = _Block().to(device=device, dtype=torch.float16)
+    q, k, v = (randn(2, 4, 128, 64, device=device, seed=s) for s in range(3))
+    with torch.no_grad():
+        eager = mod(q, k, v)
+        backend = "inductor" if device == "cuda" else "aot_eager"
+        compiled = torch.compile(mod, fullgraph=True, backend=backend)
+        out = compiled(q, k, v)
+        torch.testing.assert_close(out, eager, rtol=2e-2, atol=2e-2)
+        explanation = torch._dynamo.explain(mod)(q, k, v)
+        assert explanation.graph_break_count == 0
+
+
+# ---- diffusers-style processor --------------------------------------------------------------------
+class AttnProcessor2_0:
+    """What diffusers' AttnProcessor2_0 does (the reference)."""
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None,
+                 temb=None, *args, **kwargs):
+        b = hidden_states.shape[0]
+        ctx = hidden_states if encoder_hidden_states is None else encoder_hidden_states
+        q, k, v = attn.to_q(hidden_states), attn.to_k(ctx), attn.to_v(ctx)
+        hd = q.shape[-1] // attn.heads
+        q, k, v = (x.view(b, -1, attn.heads, hd).transpose(1, 2) for x in (q, k, v))
+        if attention_mask is not None:
+            attention_mask = attn.prepare_attention_mask(attention_mask, ctx.shape[1], b)
+            attention_mask = attention_mask.view(b, attn.heads, -1, attention_mask.shape[-1])
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask)
+        o = o.transpose(1, 2).reshape(b, -1, attn.heads * hd)
+        return attn.to_out[1](attn.to_out[0](o))
+
+
+class TinyAttention(nn.Module):
+    """A minimal diffusers-style Attention: to_q/to_k/to_v/to_out, heads, set_processor."""
+
+    def __init__(self, dim: int, heads: int, cross_dim: Optional[int] = None):
+        super().__init__()
+        self.heads = heads
+        self.scale = (dim // heads) ** -0.5
+        self.to_q = nn.Linear(dim, dim, bias=False)
+        self.to_k = nn.Linear(cross_dim or dim, dim, bias=False)
+        self.to_v = nn.Linear(cross_dim or dim, dim, bias=False)
+        self.to_out = nn.ModuleList([nn.Linear(dim, dim), nn.Dropout(0.0)])
+        self.residual_connection = False
+        self.rescale_output_factor = 1.0
+        self.processor = AttnProcessor2_0()
+
+    def set_processor(self, processor) -> None:
+        self.processor = processor
+
+    def prepare_attention_mask(self, mask, target_length, batch_size):
+        return mask.repeat_interleave(self.heads, dim=0)
+
+    def forward(self, hidden_states, encoder_hidden_states=None, attention_mask=None, **kw):
+        params = set(inspect.signature(self.processor.__call__).parameters)
+        kw = {k: v for k, v in kw.items() if k in params}  # what diffusers does
+        return self.processor(self, hidden_states, encoder_hidden_states=encoder_hidden_states,
+                              attention_mask=attention_mask, **kw)
+
+
+class RotaryProcessor:
+    """A non-standard processor (Flux-style keyword argument) that calls F.sdpa itself."""
+
+    def __call__(self, attn, hidden_states, encoder_hidden_states=None, attention_mask=None,
+                 image_rotary_emb=None):
+        assert image_rotary_emb is not None, "the wrapper must pass image_rotary_emb through"
+        b = hidden_states.shape[0]
+        q, k, v = attn.to_q(hidden_states), attn.to_k(hidden_states), attn.to_v(hidden_states)
+        hd = q.shape[-1] // attn.heads
+        q, k, v = (x.view(b, -1, attn.heads, hd).transpose(1, 2) for x in (q, k, v))
+        q = q * image_rotary_emb
+        o = F.scaled_dot_product_attention(q, k, v)
+        return attn.to_out[0](o.transpose(1, 2).reshape(b, -1, attn.heads * hd))
+
+
+class TinyUNet(nn.Module):
+    def __init__(self, dim=128, heads=2, cross_dim=96):
+        super().__init__()
+        self.self_attn = TinyAttention(dim, heads)
+        self.cross_attn = TinyAttention(dim, heads, cross_dim)
+        self.rot_attn = TinyAttention(dim, heads)
+        self.rot_attn.set_processor(RotaryProcessor())
+
+    def forward(self, x, ctx, rot):
+        x = x + self.self_attn(x)
+        x = x + self.cross_attn(x, encoder_hidden_states=ctx)
+        return x + self.rot_attn(x, image_rotary_emb=rot)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_processor_and_replace(device):
+    torch.manual_seed(0)
+    dtype = torch.float16
+    unet = TinyUNet().to(device=device, dtype=dtype).eval()
+    x = randn(4, 256, 128, device=device, dtype=dtype, seed=1) * 0.5  # CFG batch 2·2
+    ctx = randn(4, 77, 96, device=device, dtype=dtype, seed=2)
+    rot = torch.ones(1, 1, 1, 64, device=device, dtype=dtype)
+    with torch.no_grad():
+        ref = unet(x, ctx, rot).double()
+
+        class Pipe:  # a stand-in for a DiffusionPipeline: components → modules
+            def __init__(self, unet):
+                self.unet = unet
+                self.components = {"unet": unet, "scheduler": object()}
+
+        pipe = int8attn.replace_attention_with_int8(Pipe(unet), num_inference_steps=4)
+        proc = pipe._int8attn_processor
+        assert isinstance(unet.self_attn.processor, int8attn.Int8AttnProcessor)
+        assert unet.self_attn.processor is unet.cross_attn.processor is proc
+        assert isinstance(unet.rot_attn.processor, ti.Int8SDPAProcessor)
+        assert "image_rotary_emb" in inspect.signature(unet.rot_attn.processor.__call__).parameters
+        assert proc.stats["swapped_modules"] == 2 and proc.stats["wrapped_modules"] == 1
+
+        for step in range(4):
+            int8attn.set_timestep(pipe, step)
+            out = unet(x, ctx, rot).double()
+            err = float((out - ref).abs().sum() / ref.abs().sum())
+            assert err < 0.03, (step, err)
+        assert proc.stats["int8attn"] == 12 and proc.stats["fallback"] == 0
+        assert F.scaled_dot_product_attention is ti._ORIGINAL_SDPA  # patch undone
+
+        kw = proc.callback_on_step_end(None, 3, 0, {"latents": 1})
+        assert kw == {"latents": 1} and proc.timestep == 0
+
+        # an attention mask falls back to SDPA, counted
+        mask = torch.zeros(4, 1, 77, device=device, dtype=dtype)
+        mask[:, :, 70:] = float("-inf")
+        a = unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=mask)
+        unet.cross_attn.set_processor(AttnProcessor2_0())
+        b = unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=mask)
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
+        assert proc.stats["fallback"] == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_processor_4d_input_and_fp32(device):
+    attn = TinyAttention(64, 2).to(device=device)
+    x = randn(2, 64, 8, 8, device=device, dtype=torch.float32, seed=5)
+
+    def run(p):
+        with torch.no_grad():
+            hs = x.view(2, 64, 64).transpose(1, 2)
+            return p(attn, x) if isinstance(p, int8attn.Int8AttnProcessor) else \
+                p(attn, hs).transpose(-1, -2).reshape(2, 64, 8, 8)
+
+    proc = int8attn.Int8AttnProcessor(mode="balanced")
+    out = run(proc)
+    ref = run(AttnProcessor2_0())
+    assert out.shape == x.shape and out.dtype == torch.float32
+    assert float((out - ref).abs().sum() / ref.abs().sum()) < 0.03

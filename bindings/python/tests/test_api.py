@@ -1,0 +1,346 @@
+"""Errors, policy, K/V cache, quantization, info, ABI and struct layouts (CPU backend)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import int8attn
+from int8attn import _lib
+from reference import attention_ref, randn, rel_l1
+
+REPO = Path(__file__).resolve().parents[3]
+HEADER = REPO / "include" / "int8attn.h"
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(7)
+
+
+# ---- errors -----------------------------------------------------------------------------------
+def test_unsupported_head_dim_names_argument(rng):
+    q = randn(rng, 1, 1, 16, 12)
+    with pytest.raises(int8attn.NotSupportedError) as ei:
+        int8attn.attention(q, q, q)
+    e = ei.value
+    assert e.status == _lib.ERROR_UNSUPPORTED_HEAD_DIM
+    assert "head dim" in e.message and "q" in e.message and "12" in e.message
+    assert isinstance(e, int8attn.Int8AttnError)
+    assert int8attn.last_error() == e.message
+
+
+def test_shape_mismatch_is_invalid_argument(rng):
+    q, k = randn(rng, 1, 2, 16, 64), randn(rng, 1, 2, 16, 64)
+    v = randn(rng, 1, 2, 17, 64)
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, k, v)
+    assert 100 <= ei.value.status < 200
+    assert "v" in ei.value.message
+    assert isinstance(ei.value, ValueError)
+
+
+def test_gqa_head_ratio_error(rng):
+    q, k = randn(rng, 1, 3, 16, 64), randn(rng, 1, 2, 16, 64)
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, k, k)
+    assert "head" in ei.value.message
+
+
+def test_dtype_mismatch(rng):
+    q = randn(rng, 1, 1, 16, 64)
+    k = randn(rng, 1, 1, 16, 64, dtype=np.float16)
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, k, k)
+    assert ei.value.status == _lib.ERROR_BAD_DTYPE
+    assert "dtype" in ei.value.message
+
+
+def test_output_untouched_on_error(rng):
+    q, k = randn(rng, 1, 2, 16, 64), randn(rng, 1, 2, 16, 64)
+    out = np.full((1, 2, 15, 64), 7.0, dtype=np.float32)
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, k, k, out=out)
+    assert "o" in ei.value.message
+    assert np.all(out == 7.0)
+
+
+def test_python_side_errors(rng):
+    q = randn(rng, 1, 1, 16, 64)
+    with pytest.raises(TypeError, match="float64"):
+        int8attn.attention(q.astype(np.float64), q, q)
+    with pytest.raises(ValueError, match="mode"):
+        int8attn.attention(q, q, q, mode="turbo")
+    with pytest.raises(ValueError, match="timestep"):
+        int8attn.attention(q, q, q, timestep=3)
+    with pytest.raises(ValueError, match="layout"):
+        int8attn.attention(q, q, q, layout="NDH")
+    with pytest.raises(ValueError, match="NHD"):
+        int8attn.attention(q[0], q[0], q[0], layout="NHD")
+
+
+def test_bad_scalar_values(rng):
+    q = randn(rng, 1, 1, 16, 64)
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, q, q, sm_scale=float("nan"))
+    assert "sm_scale" in ei.value.message
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, q, q, scale_multiplier=2.0)
+    assert "scale_multiplier" in ei.value.message
+
+
+def test_k_lengths_out_of_range(rng):
+    q = randn(rng, 2, 1, 16, 64)
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, q, q, k_lengths=[3, 99])
+    assert "k_lengths" in ei.value.message
+
+
+def test_status_strings():
+    assert int8attn.status_string(0)
+    assert int8attn.status_string(12345) == "unknown status"
+    for status, cls in [(101, int8attn.InvalidArgumentError), (202, int8attn.NotSupportedError),
+                        (300, int8attn.DeviceError), (301, int8attn.OutOfMemoryError),
+                        (900, int8attn.InternalError)]:
+        assert _lib.error_class(status) is cls
+
+
+# ---- info and ABI -------------------------------------------------------------------------------
+def test_info():
+    info = int8attn.info()
+    assert info["version"] == int8attn.version()
+    assert info["abi_version"] == int8attn.ABI_VERSION == 1
+    assert "cpu" in info["features"]
+    assert isinstance(info["devices"], list)
+    assert os.path.exists(info["library"])
+    major, minor, patch = (int(x) for x in info["version"].split("."))
+    assert info["version_number"] == major * 10000 + minor * 100 + patch
+
+
+# Sizes of the public structs on LP64 platforms (Linux/macOS x86-64, aarch64).
+EXPECTED_SIZES = {
+    "int8attn_tensor_t": 120,
+    "int8attn_context_params_t": 24,
+    "int8attn_policy_params_t": 56,
+    "int8attn_forward_params_t": 104,
+    "int8attn_quantize_params_t": 24,
+    "int8attn_kv_cache_params_t": 56,
+    "int8attn_mask_params_t": 40,
+}
+
+
+@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="sizes are for LP64")
+@pytest.mark.parametrize("name", sorted(EXPECTED_SIZES))
+def test_struct_sizes(name):
+    assert ctypes.sizeof(_lib.STRUCTS[name]) == EXPECTED_SIZES[name]
+
+
+def test_struct_size_matches_init():
+    """The library's *_params_init sets struct_size to sizeof() of its own struct."""
+    lib = _lib.lib()
+    for fn, cls in [("int8attn_context_params_init", _lib.ContextParams),
+                    ("int8attn_policy_params_init", _lib.PolicyParams),
+                    ("int8attn_forward_params_init", _lib.ForwardParams),
+                    ("int8attn_quantize_params_init", _lib.QuantizeParams),
+                    ("int8attn_kv_cache_params_init", _lib.KVCacheParams),
+                    ("int8attn_mask_params_init", _lib.MaskParams)]:
+        p = cls()
+        getattr(lib, fn)(ctypes.byref(p))
+        assert p.struct_size == ctypes.sizeof(cls), fn
+
+
+def _cc():
+    return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+
+@pytest.mark.skipif(not _cc() or not HEADER.exists(), reason="needs a C compiler and the header")
+def test_struct_layout_matches_c_compiler(tmp_path):
+    """Every field's offset and size in the ctypes mirrors equals the C compiler's."""
+    lines = []
+    for cname, cls in _lib.STRUCTS.items():
+        lines.append(f'printf("{cname} %zu\\n", sizeof({cname}));')
+        for fname, _ in cls._fields_:
+            lines.append(f'printf("{cname}.{fname} %zu %zu\\n", offsetof({cname}, {fname}), '
+                         f'sizeof((({cname}*)0)->{fname}));')
+    src = tmp_path / "layout.c"
+    src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include \"int8attn.h\"\n"
+                   "int main(void) {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
+    exe = tmp_path / "layout"
+    subprocess.run([_cc(), "-std=c99", "-I", str(HEADER.parent), str(src), "-o", str(exe)],
+                   check=True)
+    c_out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+    seen = 0
+    for line in filter(None, c_out):
+        key, *vals = line.split()
+        if "." not in key:
+            assert ctypes.sizeof(_lib.STRUCTS[key]) == int(vals[0]), key
+        else:
+            cname, fname = key.split(".")
+            field = getattr(_lib.STRUCTS[cname], fname)
+            assert (field.offset, field.size) == (int(vals[0]), int(vals[1])), key
+        seen += 1
+    assert seen == sum(len(c._fields_) + 1 for c in _lib.STRUCTS.values())
+
+
+def _run_python(code: str, env_extra: dict) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **env_extra)
+    src = Path(int8attn.__file__).resolve().parents[1]
+    env["PYTHONPATH"] = str(src) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+def test_missing_library_gives_clear_error(tmp_path):
+    r = _run_python("import int8attn", {"INT8ATTN_LIBRARY": str(tmp_path / "nope.so")})
+    assert r.returncode != 0
+    assert "LibraryNotFoundError" in r.stderr and "INT8ATTN_LIBRARY" in r.stderr
+
+
+@pytest.mark.skipif(not _cc(), reason="needs a C compiler")
+def test_abi_mismatch_is_refused(tmp_path):
+    src = tmp_path / "fake.c"
+    src.write_text("unsigned int int8attn_abi_version(void) { return 2; }\n")
+    lib = tmp_path / "libfake.so"
+    subprocess.run([_cc(), "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    r = _run_python("import int8attn", {"INT8ATTN_LIBRARY": str(lib)})
+    assert r.returncode != 0
+    assert "ABI version 2" in r.stderr and "ABI version 1" in r.stderr
+
+
+# ---- timestep policy ----------------------------------------------------------------------------
+def test_policy_defaults_and_overrides():
+    with int8attn.TimestepPolicy(10) as pol:
+        assert len(pol) == 10
+        modes = pol.modes()
+        assert modes[0] == int8attn.Mode.EXACT and modes[-1] == int8attn.Mode.EXACT
+        assert all(m == int8attn.Mode.FAST for m in modes[1:-1])
+        pol.set_mode(4, "balanced")
+        assert pol.mode(4) == int8attn.Mode.BALANCED and str(pol.mode(4)) == "balanced"
+        assert pol.scale_multiplier(3) == 1.0
+        with pytest.raises(int8attn.InvalidArgumentError):
+            pol.mode(10)
+    assert pol.closed
+
+
+def test_policy_edges_and_multipliers():
+    pol = int8attn.TimestepPolicy(8, default_mode="balanced", num_first_edge=2, num_last_edge=0,
+                                  scale_multipliers=[1.0, 1.0, 0.9, 0.9, 0.8, 0.8, 1.0, 1.0])
+    assert pol.modes()[:3] == [int8attn.Mode.EXACT] * 2 + [int8attn.Mode.BALANCED]
+    assert pol.mode(7) == int8attn.Mode.BALANCED
+    assert abs(pol.scale_multiplier(4) - 0.8) < 1e-6
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.TimestepPolicy(4, scale_multipliers=[1.0, 1.5, 1.0, 1.0])
+    assert "multiplier" in ei.value.message
+
+
+def test_policy_from_sigmas():
+    sigmas = np.linspace(14.6, 0.03, 20).astype(np.float32)
+    pol = int8attn.TimestepPolicy(sigmas=sigmas, num_first_edge=0, num_last_edge=0,
+                                  sigma_edge_above=10.0, sigma_edge_below=0.5)
+    assert len(pol) == 20
+    for t, s in enumerate(sigmas):
+        want = int8attn.Mode.EXACT if (s >= 10.0 or s <= 0.5) else int8attn.Mode.FAST
+        assert pol.mode(t) == want, (t, s)
+
+
+def test_attention_with_policy(rng):
+    q, k, v = (randn(rng, 1, 2, 64, 64) for _ in range(3))
+    pol = int8attn.TimestepPolicy(5, default_mode="balanced")
+    exact = int8attn.attention(q, k, v, mode="exact")
+    bal = int8attn.attention(q, k, v, mode="balanced")
+    np.testing.assert_array_equal(int8attn.attention(q, k, v, mode=None, policy=pol, timestep=0),
+                                  exact)
+    np.testing.assert_array_equal(int8attn.attention(q, k, v, mode=None, policy=pol, timestep=2),
+                                  bal)
+    # an explicit mode wins over the policy
+    np.testing.assert_array_equal(
+        int8attn.attention(q, k, v, mode="balanced", policy=pol, timestep=0), bal)
+
+
+# ---- K/V cache ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["balanced", "fast"])
+def test_kv_cache_append_forward(rng, mode):
+    b, hkv, hq, d = 2, 2, 4, 64
+    k1, v1 = randn(rng, b, hkv, 40, d), randn(rng, b, hkv, 40, d)
+    k2, v2 = randn(rng, b, hkv, 25, d), randn(rng, b, hkv, 25, d)
+    with int8attn.KVCache(b, hkv, 128, d, device="cpu", mode=mode) as cache:
+        assert len(cache) == 0
+        cache.append(k1, v1)
+        cache.append(k2, v2)
+        assert len(cache) == 65 and cache.length == 65
+        k, v = np.concatenate([k1, k2], 2), np.concatenate([v1, v2], 2)
+        for nq in (1, 7):
+            q = randn(rng, b, hq, nq, d)
+            o = cache.forward(q)
+            ref, _ = attention_ref(q, k, v)
+            assert o.shape == q.shape
+            assert rel_l1(o, ref) < (0.03 if mode == "balanced" else 0.06)
+        q = randn(rng, b, hq, 1, d)
+        o, lse = cache.forward(q, k_lengths=[10, 65], return_lse=True)
+        ref, _ = attention_ref(q, k, v, k_lengths=[10, 65])
+        assert rel_l1(o, ref) < 0.06 and lse.shape == (b, hq, 1)
+        with pytest.raises(int8attn.InvalidArgumentError) as ei:
+            cache.append(randn(rng, b, hkv, 64, d), randn(rng, b, hkv, 64, d))
+        assert ei.value.status == _lib.ERROR_CAPACITY_EXCEEDED
+        assert len(cache) == 65  # unchanged on error
+        cache.reset()
+        assert len(cache) == 0
+    assert cache.closed
+    with pytest.raises(ValueError, match="closed"):
+        len(cache)
+
+
+def test_kv_cache_nhd_and_causal(rng):
+    b, h, d = 1, 2, 64
+    k, v = randn(rng, b, 30, h, d), randn(rng, b, 30, h, d)  # NHD
+    cache = int8attn.KVCache(b, h, 64, d, device="cpu")
+    cache.append(k, v, layout="NHD")
+    q = randn(rng, b, 5, h, d)
+    o = cache.forward(q, layout="NHD", causal=True)
+    t = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731
+    ref, _ = attention_ref(t(q), t(k), t(v), causal=True)
+    assert o.shape == q.shape
+    assert rel_l1(t(o), ref) < 0.03
+    cache.close()
+
+
+# ---- quantize --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("granularity", ["block", "token"])
+@pytest.mark.parametrize("smooth", [False, True])
+def test_quantize_matches_formula(rng, granularity, smooth):
+    x = randn(rng, 2, 3, 100, 64) + 0.5
+    x8, scales, mean = int8attn.quantize(x, granularity=granularity, smooth=smooth)
+    assert x8.dtype == np.int8 and x8.shape == x.shape
+    groups = 100 if granularity == "token" else 2
+    assert scales.shape == (2, 3, groups) and scales.dtype == np.float32
+    xd = x.astype(np.float64)
+    if smooth:
+        assert mean.shape == (2, 3, 64)
+        np.testing.assert_allclose(mean, xd.mean(axis=2), atol=1e-5)
+        xd = xd - mean[:, :, None, :]
+    else:
+        assert mean is None
+    gsize = 1 if granularity == "token" else 64
+    idx = np.arange(100) // gsize
+    s = scales[:, :, idx][..., None].astype(np.float64)
+    want_scale = np.stack([np.abs(xd[:, :, g * gsize:(g + 1) * gsize]).max(axis=(2, 3)) / 127
+                           for g in range(groups)], axis=2)
+    np.testing.assert_allclose(scales, want_scale, rtol=1e-5)
+    deq = x8.astype(np.float64) * s
+    assert np.abs(deq - xd).max() <= 0.5 * s.max() + 1e-6
+    assert np.abs(x8).max() <= 127
+
+
+def test_quantize_multiplier_and_nhd(rng):
+    x = randn(rng, 1, 70, 2, 64)  # NHD
+    x8, scales, _ = int8attn.quantize(x, layout="NHD", scale_multiplier=0.5)
+    assert x8.shape == x.shape and scales.shape == (1, 2, 2)
+    xt = x.transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(scales[0, 0, 0], 0.5 * np.abs(xt[0, 0, :64]).max() / 127,
+                               rtol=1e-5)

@@ -1,0 +1,157 @@
+// Planning of a forward call (see forward_plan.h).
+#include "host/forward_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/quant_math.h"
+#include "host/cuda_check.h"
+
+namespace int8attn {
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Split the key range when the (b, kv-head, m-tile) grid alone cannot fill the GPU (decode,
+// small batches): aim for two CTAs per SM, at least 4 key tiles per split.
+void choose_splits(AttnKernelParams& a, int64_t key_tiles, const DeviceInfo& dev) {
+  const int64_t base = static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv;
+  const int64_t target = 2LL * dev.sm_count;
+  int64_t splits = 1;
+  if (base < target && key_tiles >= 8) {
+    splits = std::min<int64_t>((target + base - 1) / base, key_tiles / 4);
+    splits = std::max<int64_t>(1, std::min<int64_t>(splits, 128));
+  }
+  const int64_t per = (key_tiles + splits - 1) / splits;
+  a.tiles_per_split = static_cast<int>(std::max<int64_t>(per, 1));
+  a.num_splits = static_cast<int>(splits > 1 ? (key_tiles + per - 1) / per : 1);
+}
+
+}  // namespace
+
+int kernel_mode_for(int api_mode, const DeviceInfo& dev) {
+  const bool fp8 = dev.cc_major > 8 || (dev.cc_major == 8 && dev.cc_minor >= 9);
+  if (api_mode == INT8ATTN_MODE_FAST && !fp8) return INT8ATTN_MODE_BALANCED;
+  return api_mode;
+}
+
+ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* workspace,
+                         const AttnKernelParams* cache_params) {
+  ForwardPlan plan;
+  plan.dpad = static_cast<int>(round_up(p.D, 32));
+  plan.kernel_mode = kernel_mode_for(p.mode, dev);
+  plan.bf16 = p.dtype == INT8ATTN_DTYPE_BF16;
+  const bool exact = plan.kernel_mode == INT8ATTN_MODE_EXACT;
+  const bool fast = plan.kernel_mode == INT8ATTN_MODE_FAST;
+  const bool balance = !exact && (p.flags & INT8ATTN_FLAG_BALANCE_CHANNELS) != 0;
+  WorkspaceCarver ws(workspace);
+
+  AttnKernelParams& a = plan.attn;
+  if (cache_params != nullptr) a = *cache_params;  // canonical K/V of the cache
+  a.q = p.q.data;
+  for (int i = 0; i < 4; ++i) a.q_stride[i] = p.q.stride[i];
+  a.dtype = p.dtype;
+  a.o = p.o;
+  for (int i = 0; i < 4; ++i) a.o_stride[i] = p.o_stride[i];
+  a.lse = p.lse;
+  for (int i = 0; i < 3; ++i) a.lse_stride[i] = p.lse_stride[i];
+  a.B = static_cast<int>(p.B);
+  a.Hq = static_cast<int>(p.Hq);
+  a.Hkv = static_cast<int>(p.Hkv);
+  a.G = static_cast<int>(p.Hq / p.Hkv);
+  a.Nq = static_cast<int>(p.Nq);
+  a.Nk = static_cast<int>(p.Nk);
+  a.D = static_cast<int>(p.D);
+  a.k_lengths = p.k_lengths;
+  a.k_lengths_stride = p.k_lengths_stride;
+  a.mask = p.block_mask;
+  for (int i = 0; i < 4; ++i) a.mask_stride[i] = p.mask_stride[i];
+  a.mask_qb = static_cast<int>(p.mask_q_block);
+  a.mask_kb = static_cast<int>(p.mask_k_block);
+  a.causal = p.causal ? 1 : 0;
+  a.sm_scale = p.sm_scale;
+  a.sm_scale_log2 = p.sm_scale * qm::kLog2e;
+  a.q_multiplier = p.scale_multiplier;
+  a.q_per_block = (!exact && p.q_granularity == INT8ATTN_GRANULARITY_PER_BLOCK) ? 1 : 0;
+  // Row packing: the q-heads of a group share one M dimension (pitch Nq), except when Q scales
+  // are per 64-row block, where each head's rows must start on a tile boundary.
+  a.row_pitch = a.q_per_block ? static_cast<int>(round_up(p.Nq, kAttnBlockM)) : a.Nq;
+  a.m_tiles = static_cast<int>((static_cast<int64_t>(a.G) * a.row_pitch + kAttnBlockM - 1) /
+                               kAttnBlockM);
+
+  if (cache_params == nullptr) {
+    // Canonical K/V for this call. Stride-0 batch/head dims of K and V broadcast: quantize once.
+    const bool bcast_b = p.B > 1 && p.k.stride[0] == 0 && p.v.stride[0] == 0;
+    const bool bcast_h = p.Hkv > 1 && p.k.stride[1] == 0 && p.v.stride[1] == 0;
+    const int heads_b = bcast_b ? 1 : a.B, heads_h = bcast_h ? 1 : a.Hkv;
+    const int64_t heads = static_cast<int64_t>(heads_b) * heads_h;
+    const int64_t nk_pad = round_up(p.Nk, kAttnBlockN);
+
+    KvPrepParams& k = plan.prep;
+    k.k = p.k.data;
+    k.v = p.v.data;
+    for (int i = 0; i < 4; ++i) {
+      k.k_stride[i] = p.k.stride[i];
+      k.v_stride[i] = p.v.stride[i];
+    }
+    k.dtype = p.dtype;
+    k.heads_b = heads_b;
+    k.heads_h = heads_h;
+    k.n = a.Nk;
+    k.D = a.D;
+    k.dpad = plan.dpad;
+    // Statistics over the valid keys of each sequence; with a broadcast batch the canonical
+    // K/V serve several lengths, so they use all keys (any constant shift is exact anyway).
+    k.k_lengths = bcast_b ? nullptr : p.k_lengths;
+    k.k_lengths_stride = p.k_lengths_stride;
+    k.mode = plan.kernel_mode;
+    k.smooth_k = !exact && (p.flags & INT8ATTN_FLAG_SMOOTH_K) != 0;
+    k.smooth_v = !exact && (p.flags & INT8ATTN_FLAG_SMOOTH_V) != 0;
+    k.k_per_token = p.k_granularity == INT8ATTN_GRANULARITY_PER_TOKEN;
+    k.k_multiplier = p.scale_multiplier;
+    k.v_headroom = qm::kForwardHeadroom;
+    k.balance = balance;
+    k.q = p.q.data;
+    for (int i = 0; i < 4; ++i) k.q_stride[i] = p.q.stride[i];
+    k.G = a.G;
+    k.Nq = a.Nq;
+    k.q_batches = bcast_b ? a.B : 1;
+    k.nk_pad = nk_pad;
+    k.key_offset = 0;
+    k.fill_tail = true;
+
+    const size_t kbytes = exact ? 2 : 1, vbytes = fast ? 1 : 2;
+    k.partials = ws.take<float>(static_cast<size_t>(
+        kv_stats_partial_floats(static_cast<int>(heads), a.Nk, balance ? a.Nq : 0, plan.dpad)));
+    k.k_mean = ws.take<float>(heads * plan.dpad);
+    k.v_mean = ws.take<float>(heads * plan.dpad);
+    k.v_scale = ws.take<float>(heads * plan.dpad);
+    k.alpha = balance ? ws.take<float>(heads * plan.dpad) : nullptr;
+    k.k_scale = ws.take<float>(heads * nk_pad);
+    k.k_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * kbytes);
+    k.v_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * vbytes);
+    plan.run_prep = true;
+
+    a.k = k.k_out;
+    a.k_scale = k.k_scale;
+    a.v = k.v_out;
+    a.v_scale = k.v_scale;
+    a.v_mean = k.v_mean;
+    a.q_alpha = k.alpha;
+    a.k_mean = k.smooth_k ? k.k_mean : nullptr;
+    a.kv_batch_stride = bcast_b ? 0 : heads_h;
+    a.kv_head_stride = bcast_h ? 0 : 1;
+    a.nk_pad = nk_pad;
+  }
+
+  choose_splits(a, (a.Nk + kAttnBlockN - 1) / kAttnBlockN, dev);
+  if (a.num_splits > 1) {
+    const int64_t rows = static_cast<int64_t>(a.B) * a.Hq * a.Nq;
+    a.part_o = ws.take<float>(a.num_splits * rows * a.D);
+    a.part_lse = ws.take<float>(a.num_splits * rows);
+  }
+  plan.workspace_bytes = ws.used();
+  return plan;
+}
+
+}  // namespace int8attn

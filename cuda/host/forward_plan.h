@@ -1,0 +1,38 @@
+// How one forward call maps onto kernels: canonical K/V buffers, row packing, split-KV, and
+// the workspace they need. One function computes it, both for int8attn_forward_workspace_size
+// (no workspace yet: sizes only) and for the launch itself, so the two cannot disagree.
+#pragma once
+
+#include <cstdint>
+
+#include "core/problem.h"
+#include "kernels/attention_params.h"
+#include "kernels/prepare_kv.h"
+
+namespace int8attn {
+
+struct DeviceInfo {
+  int id = 0;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 1;
+};
+
+struct ForwardPlan {
+  int dpad = 0;
+  int kernel_mode = 0;  // 1 EXACT, 2 BALANCED, 3 FAST (after the sm80 FAST -> BALANCED rule)
+  bool bf16 = false;
+  AttnKernelParams attn;
+  KvPrepParams prep;     // unused for a cache forward
+  bool run_prep = false;
+  size_t workspace_bytes = 0;
+};
+
+// Fill a plan. `workspace` may be null (sizing only). For a cache forward, `cache_params`
+// supplies the canonical buffers (see kv_cache_cuda.h).
+ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* workspace,
+                         const AttnKernelParams* cache_params);
+
+// Kernel mode the device runs for an API mode (FAST needs FP8 tensor cores: sm89+).
+int kernel_mode_for(int api_mode, const DeviceInfo& dev);
+
+}  // namespace int8attn

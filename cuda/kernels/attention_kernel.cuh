@@ -1,0 +1,542 @@
+// The flash-attention kernel for every precision mode, on warp-level MMAs (sm80, sm89, sm90).
+//
+// One CTA = 4 warps = 64 query rows of one (batch, kv-head); each warp owns 16 rows. Rows are
+// "packed": the M dimension of a kv-head enumerates (q-head of the group, query) pairs with a
+// pitch of row_pitch rows per q-head, so GQA/MQA and decode (Nq = 1) share K/V tiles between
+// the q-heads of a group instead of re-reading them.
+//
+// Per 64-key tile: Q·Kᵀ (INT8 m16n8k32, or fp16/bf16 m16n8k16 in EXACT), online softmax in the
+// log2 domain with all scales folded into one multiply per score, then P·V (fp16 m16n8k16 or
+// FP8 m16n8k32 with a per-tile fp32 temporary: two-level accumulation). K/V tiles are
+// double-buffered with cp.async; tiles no row can see (lengths, causal, block mask) are never
+// loaded; per-element masking runs only on tiles that are partially visible.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+
+#include "common/quant_math.h"
+#include "device/mma.cuh"
+#include "device/swizzle.cuh"
+#include "kernels/attention_params.h"
+
+namespace int8attn {
+
+enum KernelMode : int { kModeExact = 1, kModeBalanced = 2, kModeFast = 3 };
+
+template <int DPAD, int MODE, bool BF16>
+struct AttnTraits {
+  static constexpr bool kInt8QK = MODE != kModeExact;
+  static constexpr bool kFp8PV = MODE == kModeFast;
+  static constexpr int kQRowBytes = kInt8QK ? DPAD : DPAD * 2;  // Q and K smem rows
+  static constexpr int kKSteps = kQRowBytes / 32;                // 32 bytes per MMA k-step
+  static constexpr int kVRowBytes = kFp8PV ? kAttnBlockN : DPAD * 2;
+  static constexpr int kVRows = kFp8PV ? DPAD : kAttnBlockN;
+  using QTile = dev::SwizzledTile<kQRowBytes>;
+  using VTile = dev::SwizzledTile<kVRowBytes>;
+  static constexpr int kQBytes = kAttnBlockM * QTile::kPitch;
+  static constexpr int kKBytes = kAttnBlockN * QTile::kPitch;
+  static constexpr int kVBytes = kVRows * VTile::kPitch;
+  static constexpr int kStageBytes = kKBytes + kVBytes + kAttnBlockN * 4;  // + key scales
+  static constexpr int kSmemBytes = kQBytes + 2 * kAttnBlockM * 4 + 2 * kStageBytes;
+  static constexpr int kDTiles = DPAD / 8;  // output n-tiles of 8 channels
+  static constexpr bool kPvBf16 = (MODE == kModeExact) && BF16;  // BALANCED V is fp16
+};
+
+// Which keys of a row are visible: [0, hi) intersected with the block mask.
+struct RowInfo {
+  bool valid = false;
+  int i = 0, h = 0, hi = 0;
+};
+
+__device__ __forceinline__ RowInfo row_info(const AttnKernelParams& p, int hkv, int packed_row,
+                                            int L) {
+  RowInfo r;
+  const int g = packed_row / p.row_pitch;
+  r.i = packed_row - g * p.row_pitch;
+  r.valid = g < p.G && r.i < p.Nq;
+  r.h = hkv * p.G + (g < p.G ? g : 0);
+  r.hi = p.causal ? min(L, r.i + L - p.Nq + 1) : L;
+  if (!r.valid) r.hi = 0;
+  return r;
+}
+
+__device__ __forceinline__ bool mask_keep(const AttnKernelParams& p, int b, const RowInfo& r,
+                                          int j) {
+  const int64_t off = b * p.mask_stride[0] + r.h * p.mask_stride[1] +
+                      (r.i / p.mask_qb) * p.mask_stride[2] + (j / p.mask_kb) * p.mask_stride[3];
+  return p.mask[off] != 0;
+}
+
+// Visibility of key tile [j0, j0+64) for this thread's row (threads 0..63 own one row each).
+__device__ __forceinline__ void tile_visibility(const AttnKernelParams& p, int b,
+                                                const RowInfo& r, int j0, bool& any, bool& all) {
+  const int j1 = j0 + kAttnBlockN;
+  if (!r.valid) {
+    any = false;
+    all = true;
+    return;
+  }
+  any = j0 < r.hi;
+  all = j1 <= r.hi;
+  if (p.mask != nullptr && any) {
+    const int last = min(j1, r.hi) - 1;
+    bool m_any = false, m_all = true;
+    for (int kb = j0 / p.mask_kb; kb <= last / p.mask_kb; ++kb) {
+      const bool keep = mask_keep(p, b, r, kb * p.mask_kb);
+      m_any |= keep;
+      m_all &= keep;
+    }
+    any = m_any;
+    all = all && m_all;
+  }
+}
+
+template <int ARCH, int DPAD, int MODE, bool BF16>
+__global__ void __launch_bounds__(kAttnThreads)
+    attention_kernel(const __grid_constant__ AttnKernelParams p) {
+  using T = AttnTraits<DPAD, MODE, BF16>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* sQ = smem;
+  float* sQScale = reinterpret_cast<float*>(smem + T::kQBytes);
+  float* sLseShift = sQScale + kAttnBlockM;
+  uint8_t* sStage = smem + T::kQBytes + 2 * kAttnBlockM * 4;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g8 = lane >> 2, t4 = lane & 3;  // fragment row group / thread in group
+  const int m_tile = blockIdx.x % p.m_tiles;
+  const int bh = blockIdx.x / p.m_tiles;
+  const int b = bh / p.Hkv, hkv = bh % p.Hkv;
+  const int split = blockIdx.y;
+
+  int L = p.Nk;
+  if (p.k_lengths != nullptr) {
+    const int v = p.k_lengths[b * p.k_lengths_stride];
+    L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
+  }
+  const int64_t kv_head = b * p.kv_batch_stride + hkv * p.kv_head_stride;
+  const uint8_t* gK = static_cast<const uint8_t*>(p.k) + kv_head * p.nk_pad * T::kQRowBytes;
+  const uint8_t* gV = static_cast<const uint8_t*>(p.v) + kv_head * p.nk_pad * DPAD *
+                                                             (T::kFp8PV ? 1 : 2);
+  const float* gKs = T::kInt8QK ? p.k_scale + kv_head * p.nk_pad : nullptr;
+
+  // ---- prologue: load Q rows, (balance, ) quantize, stage in shared memory ----------------
+  {
+    float row_absmax[16];
+    const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
+    const float* kmu = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD : nullptr;
+#pragma unroll
+    for (int rr = 0; rr < 16; ++rr) {
+      const int r_local = warp * 16 + rr;
+      const RowInfo ri = row_info(p, hkv, m_tile * kAttnBlockM + r_local, L);
+      float vals[DPAD / 32];
+      float amax = 0.f, shift = 0.f;
+#pragma unroll
+      for (int c = 0; c < DPAD / 32; ++c) {
+        const int d = c * 32 + lane;
+        float x = 0.f;
+        if (ri.valid && d < p.D) {
+          x = dev::load_as_float(p.q, b * p.q_stride[0] + ri.h * p.q_stride[1] +
+                                          ri.i * p.q_stride[2] + d * p.q_stride[3], p.dtype);
+          if (kmu != nullptr) shift += x * kmu[d];
+          if (alpha != nullptr) x /= alpha[d];
+        }
+        vals[c] = x;
+        amax = fmaxf(amax, fabsf(x));
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        shift += __shfl_xor_sync(0xffffffffu, shift, o);
+      }
+      row_absmax[rr] = amax;
+      // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+      if (lane == 0) sLseShift[r_local] = shift * p.sm_scale;
+      if constexpr (T::kInt8QK) {
+        if (!p.q_per_block) {
+          const float s = qm::int8_scale(amax, p.q_multiplier);
+          const float inv = 1.0f / s;
+#pragma unroll
+          for (int c = 0; c < DPAD / 32; ++c)
+            sQ[T::QTile::offset(r_local, c * 32 + lane)] =
+                static_cast<uint8_t>(qm::quantize_int8(vals[c], inv));
+          if (lane == 0) sQScale[r_local] = s * p.sm_scale_log2;
+        } else {
+          // Keep the raw values in registers' place: re-read below after the block max.
+          (void)vals;
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < DPAD / 32; ++c) {
+          const int byte = (c * 32 + lane) * 2;
+          uint16_t bits;
+          if constexpr (BF16) {
+            __nv_bfloat16 hv = __float2bfloat16_rn(vals[c]);
+            bits = *reinterpret_cast<uint16_t*>(&hv);
+          } else {
+            __half hv = __float2half_rn(vals[c]);
+            bits = *reinterpret_cast<uint16_t*>(&hv);
+          }
+          *reinterpret_cast<uint16_t*>(sQ + T::QTile::offset(r_local, byte)) = bits;
+        }
+      }
+    }
+    if constexpr (T::kInt8QK) {
+      if (p.q_per_block) {
+        // One scale for the CTA's 64 rows (row_pitch is a multiple of 64 in this mode, so the
+        // rows are one 64-token block of one head).
+        float amax = 0.f;
+#pragma unroll
+        for (int rr = 0; rr < 16; ++rr) amax = fmaxf(amax, row_absmax[rr]);
+        if (lane == 0) sQScale[warp] = amax;
+        __syncthreads();
+        amax = fmaxf(fmaxf(sQScale[0], sQScale[1]), fmaxf(sQScale[2], sQScale[3]));
+        __syncthreads();
+        const float s = qm::int8_scale(amax, p.q_multiplier);
+        const float inv = 1.0f / s;
+        for (int rr = 0; rr < 16; ++rr) {
+          const int r_local = warp * 16 + rr;
+          const RowInfo ri = row_info(p, hkv, m_tile * kAttnBlockM + r_local, L);
+          for (int c = 0; c < DPAD / 32; ++c) {
+            const int d = c * 32 + lane;
+            float x = 0.f;
+            if (ri.valid && d < p.D) {
+              x = dev::load_as_float(p.q, b * p.q_stride[0] + ri.h * p.q_stride[1] +
+                                              ri.i * p.q_stride[2] + d * p.q_stride[3], p.dtype);
+              if (alpha != nullptr) x /= alpha[d];
+            }
+            sQ[T::QTile::offset(r_local, d)] = static_cast<uint8_t>(qm::quantize_int8(x, inv));
+          }
+          if (lane == 0) sQScale[r_local] = s * p.sm_scale_log2;
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  // Q fragments stay in registers for the whole key loop.
+  uint32_t qf[T::kKSteps][4];
+  {
+    const int m = lane >> 3;
+    const int row = warp * 16 + (m & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int kk = 0; kk < T::kKSteps; ++kk)
+      dev::ldmatrix_x4(qf[kk], sQ + T::QTile::offset(row, kk * 32 + (m >> 1) * 16));
+  }
+  float q_scale_row[2] = {p.sm_scale_log2, p.sm_scale_log2};
+  if constexpr (T::kInt8QK) {
+    q_scale_row[0] = sQScale[warp * 16 + g8];
+    q_scale_row[1] = sQScale[warp * 16 + g8 + 8];
+  }
+  const float lse_shift[2] = {sLseShift[warp * 16 + g8], sLseShift[warp * 16 + g8 + 8]};
+  const RowInfo my_rows[2] = {row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8, L),
+                              row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8 + 8, L)};
+  const RowInfo vis_row = row_info(p, hkv, m_tile * kAttnBlockM + (tid & (kAttnBlockM - 1)), L);
+
+  // ---- key-tile range of this CTA (split-KV) ------------------------------------------------
+  int t_begin = 0, t_end = (L + kAttnBlockN - 1) / kAttnBlockN;
+  if (p.num_splits > 1) {
+    t_begin = split * p.tiles_per_split;
+    t_end = min(t_end, t_begin + p.tiles_per_split);
+  }
+
+  // Next tile at or after `t` that some row can see; sets `full` when every row sees all of it.
+  auto next_visible = [&](int t, bool& full) -> int {
+    for (; t < t_end; ++t) {
+      bool any, all;
+      tile_visibility(p, b, vis_row, t * kAttnBlockN, any, all);
+      if (tid >= kAttnBlockM) {
+        any = false;
+        all = true;
+      }
+      const int cta_any = __syncthreads_or(any);
+      const int cta_all = __syncthreads_and(all);
+      if (cta_any) {
+        full = cta_all != 0;
+        return t;
+      }
+    }
+    full = true;
+    return t_end;
+  };
+
+  auto load_tile = [&](int t, int stage) {
+    uint8_t* sK = sStage + stage * T::kStageBytes;
+    uint8_t* sV = sK + T::kKBytes;
+    float* sKs = reinterpret_cast<float*>(sV + T::kVBytes);
+    const int64_t key0 = static_cast<int64_t>(t) * kAttnBlockN;
+    const uint8_t* srcK = gK + key0 * T::kQRowBytes;
+    for (int c = tid; c < kAttnBlockN * T::kQRowBytes / 16; c += kAttnThreads) {
+      const int row = c / (T::kQRowBytes / 16), col = (c % (T::kQRowBytes / 16)) * 16;
+      dev::cp_async_16(sK + T::QTile::offset(row, col), srcK + row * T::kQRowBytes + col, true);
+    }
+    if constexpr (T::kFp8PV) {
+      // V^T: DPAD rows of 64 keys, taken from rows of nk_pad bytes.
+      for (int c = tid; c < T::kVRows * 4; c += kAttnThreads) {
+        const int row = c / 4, col = (c % 4) * 16;
+        dev::cp_async_16(sV + T::VTile::offset(row, col), gV + row * p.nk_pad + key0 + col, true);
+      }
+    } else {
+      const uint8_t* srcV = gV + key0 * DPAD * 2;
+      for (int c = tid; c < T::kVRows * T::kVRowBytes / 16; c += kAttnThreads) {
+        const int row = c / (T::kVRowBytes / 16), col = (c % (T::kVRowBytes / 16)) * 16;
+        dev::cp_async_16(sV + T::VTile::offset(row, col), srcV + row * T::kVRowBytes + col, true);
+      }
+    }
+    if constexpr (T::kInt8QK) {
+      if (tid < kAttnBlockN / 4) dev::cp_async_16(sKs + tid * 4, gKs + key0 + tid * 4, true);
+    }
+    dev::cp_async_commit();
+  };
+
+  // ---- main loop -----------------------------------------------------------------------------
+  float acc[T::kDTiles][4];
+#pragma unroll
+  for (int n = 0; n < T::kDTiles; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_run[2] = {0.f, 0.f};
+  // FAST: P is scaled by 448 (E4M3's largest value) before rounding, folded into the exponent.
+  constexpr float kPOffset = T::kFp8PV ? 8.807354922057604f : 0.f;  // log2(448)
+
+  bool full = true;
+  int t = next_visible(t_begin, full);
+  int stage = 0;
+  if (t < t_end) load_tile(t, 0);
+  while (t < t_end) {
+    bool full_next = true;
+    const int tn = next_visible(t + 1, full_next);
+    if (tn < t_end) {
+      load_tile(tn, stage ^ 1);
+      dev::cp_async_wait<1>();
+    } else {
+      dev::cp_async_wait<0>();
+    }
+    __syncthreads();
+
+    const uint8_t* sK = sStage + stage * T::kStageBytes;
+    const uint8_t* sV = sK + T::kKBytes;
+    const float* sKs = reinterpret_cast<const float*>(sV + T::kVBytes);
+
+    // S = Q·Kᵀ for this warp's 16 rows x 64 keys (8 n-tiles).
+    float s[8][4];
+    if constexpr (T::kInt8QK) {
+      int si[8][4];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) si[n][0] = si[n][1] = si[n][2] = si[n][3] = 0;
+#pragma unroll
+      for (int kk = 0; kk < T::kKSteps; ++kk) {
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t kf[4];
+          const int m = lane >> 3;
+          const int key = np * 16 + (m >> 1) * 8 + (lane & 7);
+          dev::ldmatrix_x4(kf, sK + T::QTile::offset(key, kk * 32 + (m & 1) * 16));
+          dev::mma_s8(si[2 * np], qf[kk], kf[0], kf[1]);
+          dev::mma_s8(si[2 * np + 1], qf[kk], kf[2], kf[3]);
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const float ks0 = sKs[n * 8 + 2 * t4], ks1 = sKs[n * 8 + 2 * t4 + 1];
+        s[n][0] = static_cast<float>(si[n][0]) * (q_scale_row[0] * ks0);
+        s[n][1] = static_cast<float>(si[n][1]) * (q_scale_row[0] * ks1);
+        s[n][2] = static_cast<float>(si[n][2]) * (q_scale_row[1] * ks0);
+        s[n][3] = static_cast<float>(si[n][3]) * (q_scale_row[1] * ks1);
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < T::kKSteps; ++kk) {
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          uint32_t kf[4];
+          const int m = lane >> 3;
+          const int key = np * 16 + (m >> 1) * 8 + (lane & 7);
+          dev::ldmatrix_x4(kf, sK + T::QTile::offset(key, kk * 32 + (m & 1) * 16));
+          dev::mma_16816<BF16>(s[2 * np], qf[kk], kf[0], kf[1]);
+          dev::mma_16816<BF16>(s[2 * np + 1], qf[kk], kf[2], kf[3]);
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= p.sm_scale_log2;
+    }
+
+    if (!full) {
+      const int j0 = t * kAttnBlockN;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const RowInfo& r = my_rows[e >> 1];
+          const int j = j0 + n * 8 + 2 * t4 + (e & 1);
+          const bool vis = j < r.hi && (p.mask == nullptr || mask_keep(p, b, r, j));
+          if (!vis) s[n][e] = -INFINITY;
+        }
+    }
+
+    // Online softmax (log2 domain). A row that has seen no key yet keeps m = −inf and uses 0
+    // as its reference so no NaN appears.
+    float alpha[2];
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      float mx = m_run[rh];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float ref = (mx == -INFINITY) ? 0.f : mx;
+      alpha[rh] = exp2f(m_run[rh] - ref);
+      m_run[rh] = mx;
+      const float sub = ref - kPOffset;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        s[n][2 * rh] = exp2f(s[n][2 * rh] - sub);
+        s[n][2 * rh + 1] = exp2f(s[n][2 * rh + 1] - sub);
+      }
+      l_run[rh] *= alpha[rh];
+    }
+#pragma unroll
+    for (int n = 0; n < T::kDTiles; ++n) {
+      acc[n][0] *= alpha[0];
+      acc[n][1] *= alpha[0];
+      acc[n][2] *= alpha[1];
+      acc[n][3] *= alpha[1];
+    }
+
+    // O += P·V.
+    if constexpr (T::kFp8PV) {
+      uint32_t pa[2][4];
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const int n0 = 4 * kk;
+        pa[kk][0] = dev::pack4_e4m3(s[n0][0], s[n0][1], s[n0 + 1][0], s[n0 + 1][1]);
+        pa[kk][1] = dev::pack4_e4m3(s[n0][2], s[n0][3], s[n0 + 1][2], s[n0 + 1][3]);
+        pa[kk][2] = dev::pack4_e4m3(s[n0 + 2][0], s[n0 + 2][1], s[n0 + 3][0], s[n0 + 3][1]);
+        pa[kk][3] = dev::pack4_e4m3(s[n0 + 2][2], s[n0 + 2][3], s[n0 + 3][2], s[n0 + 3][3]);
+        l_run[0] += dev::sum4_e4m3(pa[kk][0]) + dev::sum4_e4m3(pa[kk][2]);
+        l_run[1] += dev::sum4_e4m3(pa[kk][1]) + dev::sum4_e4m3(pa[kk][3]);
+      }
+#pragma unroll
+      for (int dn = 0; dn < T::kDTiles; ++dn) {
+        uint32_t vf[4];
+        dev::ldmatrix_x4(vf, sV + T::VTile::offset(dn * 8 + (lane & 7), (lane >> 3) * 16));
+        float tmp[4] = {0.f, 0.f, 0.f, 0.f};  // two-level accumulation: one tile, then fp32
+        dev::mma_e4m3(tmp, pa[0], vf[0], vf[1]);
+        dev::mma_e4m3(tmp, pa[1], vf[2], vf[3]);
+        acc[dn][0] += tmp[0];
+        acc[dn][1] += tmp[1];
+        acc[dn][2] += tmp[2];
+        acc[dn][3] += tmp[3];
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t pa[4];
+        pa[0] = dev::pack2<T::kPvBf16>(s[2 * ks][0], s[2 * ks][1]);
+        pa[1] = dev::pack2<T::kPvBf16>(s[2 * ks][2], s[2 * ks][3]);
+        pa[2] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+        pa[3] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+        // Row sums of the rounded P the MMA sees (consistent numerator and denominator).
+        l_run[0] += dev::sum2<T::kPvBf16>(pa[0]) + dev::sum2<T::kPvBf16>(pa[2]);
+        l_run[1] += dev::sum2<T::kPvBf16>(pa[1]) + dev::sum2<T::kPvBf16>(pa[3]);
+#pragma unroll
+        for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
+          uint32_t vf[4];
+          const int m = lane >> 3;
+          const int key = ks * 16 + (m & 1) * 8 + (lane & 7);
+          dev::ldmatrix_x4_trans(vf, sV + T::VTile::offset(key, dp * 32 + (m >> 1) * 16));
+          dev::mma_16816<T::kPvBf16>(acc[2 * dp], pa, vf[0], vf[1]);
+          dev::mma_16816<T::kPvBf16>(acc[2 * dp + 1], pa, vf[2], vf[3]);
+        }
+      }
+    }
+    __syncthreads();  // this stage may be overwritten by the next load
+    t = tn;
+    full = full_next;
+    stage ^= 1;
+  }
+
+  // ---- epilogue ------------------------------------------------------------------------------
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
+    l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
+  }
+  const float* vs = T::kInt8QK ? p.v_scale + kv_head * DPAD : nullptr;
+  const float* vm = T::kInt8QK ? p.v_mean + kv_head * DPAD : nullptr;
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const RowInfo& r = my_rows[rh];
+    if (!r.valid) continue;
+    const bool empty = !(l_run[rh] > 0.f);
+    const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
+    const float lse =
+        empty ? -INFINITY
+              : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f + lse_shift[rh];
+    if (p.num_splits > 1) {
+      const int64_t row = ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i;
+      float* dst = p.part_o + row * p.D;
+#pragma unroll
+      for (int dn = 0; dn < T::kDTiles; ++dn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = dn * 8 + 2 * t4 + e;
+          if (c < p.D) {
+            float o = acc[dn][2 * rh + e] * inv_l;
+            if constexpr (T::kInt8QK) o = empty ? 0.f : o * vs[c] + vm[c];
+            dst[c] = o;
+          }
+        }
+      if (t4 == 0) p.part_lse[row] = lse;
+    } else {
+      const int64_t base = b * p.o_stride[0] + r.h * p.o_stride[1] + r.i * p.o_stride[2];
+#pragma unroll
+      for (int dn = 0; dn < T::kDTiles; ++dn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = dn * 8 + 2 * t4 + e;
+          if (c < p.D) {
+            float o = acc[dn][2 * rh + e] * inv_l;
+            if constexpr (T::kInt8QK) o = empty ? 0.f : o * vs[c] + vm[c];
+            dev::store_from_float(p.o, base + c * p.o_stride[3], p.dtype, o);
+          }
+        }
+      if (p.lse != nullptr && t4 == 0)
+        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
+    }
+  }
+}
+
+// Launch one instantiation (sets the dynamic shared-memory limit on first use).
+template <int ARCH, int DPAD, int MODE, bool BF16>
+cudaError_t launch_attention_instance(const AttnKernelParams& p, cudaStream_t stream) {
+  using T = AttnTraits<DPAD, MODE, BF16>;
+  auto kernel = attention_kernel<ARCH, DPAD, MODE, BF16>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(p.m_tiles) * p.B * p.Hkv, p.num_splits);
+  kernel<<<grid, kAttnThreads, T::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Head-dim dispatch over the padded sizes 32..256 for one arch and mode.
+template <int ARCH, int MODE, bool BF16>
+cudaError_t launch_attention_dpad(const AttnKernelParams& p, int dpad, cudaStream_t stream) {
+  switch (dpad) {
+    case 32: return launch_attention_instance<ARCH, 32, MODE, BF16>(p, stream);
+    case 64: return launch_attention_instance<ARCH, 64, MODE, BF16>(p, stream);
+    case 96: return launch_attention_instance<ARCH, 96, MODE, BF16>(p, stream);
+    case 128: return launch_attention_instance<ARCH, 128, MODE, BF16>(p, stream);
+    case 160: return launch_attention_instance<ARCH, 160, MODE, BF16>(p, stream);
+    case 192: return launch_attention_instance<ARCH, 192, MODE, BF16>(p, stream);
+    case 224: return launch_attention_instance<ARCH, 224, MODE, BF16>(p, stream);
+    case 256: return launch_attention_instance<ARCH, 256, MODE, BF16>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace int8attn

@@ -1,0 +1,61 @@
+// Host-callable launchers of the K/V preparation kernels (cuda/kernels/prepare_kv.cu).
+//
+// Forward:  kv_stats (one read of K and V, per-channel partial sums / max / min per 64 tokens)
+//           -> kv_reduce (means, V scales, balancing factors per canonical head)
+//           -> kv_quantize (second read of K and V, mostly from L2: INT8 K + per-key scales,
+//              V as fp16 or as transposed, key-permuted FP8 — the layouts of attention_params.h).
+// Cache:    the first append runs all three into the cache's own buffers; later appends run
+//           kv_quantize alone with the kept means/scales, at the cache's current length.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace int8attn {
+
+struct KvPrepParams {
+  // Source K, V: [B_src, H_src, n, D] in dtype (1 f16, 2 bf16, 3 f32) with element strides.
+  const void* k = nullptr;
+  int64_t k_stride[4] = {0, 0, 0, 0};
+  const void* v = nullptr;
+  int64_t v_stride[4] = {0, 0, 0, 0};
+  int dtype = 1;
+  int heads_b = 1, heads_h = 1;  // canonical head (b, h) -> index b·heads_h + h
+  int n = 0;                     // tokens in the source
+  int D = 0, dpad = 0;
+  const int32_t* k_lengths = nullptr;  // per canonical batch (only when heads_b == B), or null
+  int64_t k_lengths_stride = 0;
+
+  int mode = 2;  // 1 EXACT (copy), 2 BALANCED, 3 FAST
+  bool smooth_k = true, smooth_v = true;
+  bool k_per_token = false;
+  float k_multiplier = 1.f;
+  float v_headroom = 1.f;
+
+  // Channel balancing needs Q's channel maxima: Q [B, Hq, Nq, D]; G q-heads per kv-head;
+  // q_batches = how many batches of Q map onto one canonical batch (B when K is broadcast).
+  bool balance = false;
+  const void* q = nullptr;
+  int64_t q_stride[4] = {0, 0, 0, 0};
+  int G = 1, Nq = 0, q_batches = 1;
+
+  // Canonical outputs.
+  void* k_out = nullptr;
+  float* k_scale = nullptr;
+  void* v_out = nullptr;
+  float* v_scale = nullptr;
+  float* v_mean = nullptr;
+  float* k_mean = nullptr;
+  float* alpha = nullptr;  // null unless balance
+  int64_t nk_pad = 0;      // keys per canonical head in the outputs
+  int64_t key_offset = 0;  // where token 0 of the source lands (cache appends)
+  bool fill_tail = true;   // also zero the padding keys up to nk_pad (forward buffers)
+
+  float* partials = nullptr;  // scratch: kv_stats_partials_floats(...) floats
+};
+
+int64_t kv_stats_partial_floats(int heads, int n, int nq, int dpad);
+cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream);
+cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream);
+
+}  // namespace int8attn

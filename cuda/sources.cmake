@@ -1,0 +1,38 @@
+# The CUDA backend, included from the top-level CMakeLists.txt when INT8ATTN_ENABLE_CUDA is ON.
+# Arch-independent kernels and host code (cuda/kernels, cuda/host) are compiled for every
+# architecture in INT8ATTN_CUDA_ARCHS; cuda/smXX/*.cu only for their own architecture, so each
+# architecture's instantiations live in their own translation units (and compile in parallel).
+find_package(CUDAToolkit REQUIRED)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+option(INT8ATTN_CUDA_PTXAS_VERBOSE "Print ptxas register/spill reports" OFF)
+
+set(_int8attn_all_gencode "")
+foreach(arch ${INT8ATTN_CUDA_ARCHS})
+  if(NOT arch MATCHES "^(80|89|90a)$")
+    message(FATAL_ERROR "INT8ATTN_CUDA_ARCHS: '${arch}' is not one of 80, 89, 90a")
+  endif()
+  list(APPEND _int8attn_all_gencode "-gencode=arch=compute_${arch},code=sm_${arch}")
+endforeach()
+
+file(GLOB _int8attn_cuda_common CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/cuda/kernels/*.cu ${PROJECT_SOURCE_DIR}/cuda/host/*.cu)
+target_sources(int8attn PRIVATE ${_int8attn_cuda_common})
+set_source_files_properties(${_int8attn_cuda_common} PROPERTIES
+  COMPILE_OPTIONS "${_int8attn_all_gencode}")
+
+foreach(arch ${INT8ATTN_CUDA_ARCHS})
+  string(REGEX REPLACE "a$" "" num ${arch})
+  file(GLOB _arch_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/cuda/sm${num}/*.cu)
+  target_sources(int8attn PRIVATE ${_arch_sources})
+  set_source_files_properties(${_arch_sources} PROPERTIES
+    COMPILE_OPTIONS "-gencode=arch=compute_${arch},code=sm_${arch}")
+  target_compile_definitions(int8attn PRIVATE INT8ATTN_HAVE_SM${num})
+endforeach()
+
+set_target_properties(int8attn PROPERTIES CUDA_ARCHITECTURES OFF)
+target_compile_options(int8attn PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-fvisibility=hidden>
+  $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${INT8ATTN_CUDA_PTXAS_VERBOSE}>>:-Xptxas=-v>)
+target_link_libraries(int8attn PRIVATE CUDA::cudart_static)
+target_compile_definitions(int8attn PRIVATE INT8ATTN_WITH_CUDA)

@@ -1,0 +1,138 @@
+// Attention, quantization, block-mask prediction and the K/V cache.
+#include <memory>
+
+#include "api/boundary.h"
+#include "core/context.h"
+#include "core/kv_cache.h"
+#include "core/resolve.h"
+#include "core/validate.h"
+
+using namespace int8attn;
+
+extern "C" {
+
+INT8ATTN_API void int8attn_forward_params_init(int8attn_forward_params_t* params) {
+  if (params) *params = forward_params_defaults();
+}
+
+INT8ATTN_API int8attn_status_t int8attn_forward(int8attn_context_t* context,
+                                                const int8attn_tensor_t* q,
+                                                const int8attn_tensor_t* k,
+                                                const int8attn_tensor_t* v,
+                                                const int8attn_tensor_t* o,
+                                                const int8attn_forward_params_t* params) {
+  return api::guard([&] {
+    api::require_ptr(context, "context");
+    ForwardCall call = resolve_forward(*context, q, k, v, o, params, false);
+    context->forward(call.problem, call.workspace, call.workspace_bytes);
+  });
+}
+
+INT8ATTN_API int8attn_status_t int8attn_forward_workspace_size(
+    uint64_t* bytes, int8attn_context_t* context, const int8attn_tensor_t* q,
+    const int8attn_tensor_t* k, const int8attn_tensor_t* v,
+    const int8attn_forward_params_t* params) {
+  return api::guard([&] {
+    api::require_ptr(bytes, "bytes");
+    api::require_ptr(context, "context");
+    ForwardCall call = resolve_forward(*context, q, k, v, nullptr, params, true);
+    *bytes = context->forward_workspace_size(call.problem);
+  });
+}
+
+INT8ATTN_API void int8attn_quantize_params_init(int8attn_quantize_params_t* params) {
+  if (params) *params = quantize_params_defaults();
+}
+
+INT8ATTN_API int8attn_status_t int8attn_quantize(int8attn_context_t* context,
+                                                 const int8attn_tensor_t* x,
+                                                 const int8attn_tensor_t* x_int8,
+                                                 const int8attn_tensor_t* scales,
+                                                 const int8attn_tensor_t* mean,
+                                                 const int8attn_quantize_params_t* params) {
+  return api::guard([&] {
+    api::require_ptr(context, "context");
+    QuantizeProblem p = resolve_quantize(*context, x, x_int8, scales, mean, params);
+    context->backend(p.device_type, "x").quantize(p);
+  });
+}
+
+INT8ATTN_API void int8attn_mask_params_init(int8attn_mask_params_t* params) {
+  if (params) *params = mask_params_defaults();
+}
+
+INT8ATTN_API int8attn_status_t int8attn_predict_block_mask(int8attn_context_t* context,
+                                                           const int8attn_tensor_t* q,
+                                                           const int8attn_tensor_t* k,
+                                                           const int8attn_tensor_t* mask,
+                                                           const int8attn_mask_params_t* params) {
+  return api::guard([&] {
+    api::require_ptr(context, "context");
+    MaskProblem p = resolve_mask(*context, q, k, mask, params);
+    context->backend(p.device_type, "q").predict_block_mask(p);
+  });
+}
+
+INT8ATTN_API void int8attn_kv_cache_params_init(int8attn_kv_cache_params_t* params) {
+  if (params) *params = kv_cache_params_defaults();
+}
+
+INT8ATTN_API int8attn_status_t int8attn_kv_cache_create(int8attn_kv_cache_t** cache,
+                                                        int8attn_context_t* context,
+                                                        const int8attn_kv_cache_params_t* params) {
+  return api::guard([&] {
+    api::require_ptr(cache, "cache");
+    *cache = nullptr;
+    api::require_ptr(context, "context");
+    api::require_ptr(params, "params");
+    int8attn_kv_cache_params_t p = kv_cache_params_defaults();
+    copy_params(p, params, "params");
+    *cache = new int8attn_kv_cache(*context, p);
+  });
+}
+
+INT8ATTN_API void int8attn_kv_cache_destroy(int8attn_kv_cache_t* cache) {
+  try {
+    delete cache;
+  } catch (...) {
+  }
+}
+
+INT8ATTN_API int8attn_status_t int8attn_kv_cache_reset(int8attn_kv_cache_t* cache) {
+  return api::guard([&] {
+    api::require_ptr(cache, "cache");
+    cache->reset();
+  });
+}
+
+INT8ATTN_API int8attn_status_t int8attn_kv_cache_length(int64_t* length,
+                                                        const int8attn_kv_cache_t* cache) {
+  return api::guard([&] {
+    api::require_ptr(length, "length");
+    api::require_ptr(cache, "cache");
+    *length = cache->length();
+  });
+}
+
+INT8ATTN_API int8attn_status_t int8attn_kv_cache_append(int8attn_kv_cache_t* cache,
+                                                        const int8attn_tensor_t* k,
+                                                        const int8attn_tensor_t* v, void* stream) {
+  return api::guard([&] {
+    api::require_ptr(cache, "cache");
+    cache->append(k, v, stream);
+  });
+}
+
+INT8ATTN_API int8attn_status_t int8attn_kv_cache_forward(int8attn_context_t* context,
+                                                         const int8attn_tensor_t* q,
+                                                         const int8attn_kv_cache_t* cache,
+                                                         const int8attn_tensor_t* o,
+                                                         const int8attn_forward_params_t* params) {
+  return api::guard([&] {
+    api::require_ptr(context, "context");
+    ForwardCall call = resolve_cache_forward(*context, q, cache, o, params);
+    context->forward(call.problem, call.workspace, call.workspace_bytes);
+  });
+}
+
+}  // extern "C"

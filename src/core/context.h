@@ -1,0 +1,51 @@
+// The context behind int8attn_context_t: owns the backends (created lazily: the CPU backend on
+// the first CPU call, the CUDA backend on the first CUDA call) and picks one by device (dispatch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/backend.h"
+#include "core/problem.h"
+#include "int8attn.h"
+
+namespace int8attn {
+
+class Context {
+ public:
+  Context(int32_t device_id, int32_t num_threads);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int32_t device_id() const { return device_id_; }
+  int32_t num_threads() const { return num_threads_; }
+
+  // The backend serving tensors of this device type (created on first use). `what` names the
+  // argument for messages (e.g. "q").
+  Backend& backend(int32_t device_type, const char* what);
+
+  // Fill p.workspace from the caller's buffer (checked against the backend's requirement) or
+  // the backend's own workspace, then run the problem.
+  void forward(AttnProblem& p, void* caller_workspace, uint64_t caller_workspace_bytes);
+  // Workspace bytes the backend needs for p.
+  uint64_t forward_workspace_size(const AttnProblem& p);
+
+  void reserve_workspace(int32_t device_type, uint64_t bytes);
+  void synchronize(void* stream);
+
+ private:
+  int32_t device_id_;
+  int32_t num_threads_;
+  std::unique_ptr<Backend> cpu_;
+  std::unique_ptr<Backend> cuda_;
+};
+
+// Defaults of int8attn_context_params_t.
+int8attn_context_params_t context_params_defaults();
+
+}  // namespace int8attn
+
+struct int8attn_context : int8attn::Context {
+  using int8attn::Context::Context;
+};

@@ -1,0 +1,413 @@
+// GPU tests of the CUDA backend, through the public C API. Each check draws fresh inputs,
+// poisons the output before the call (NaN bit pattern), and compares with the float64
+// reference and with the CPU backend (the executable specification of the quantization).
+// Without a CUDA device (or a CUDA build) the program exits 77 and CTest reports it skipped.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "int8attn.h"
+#include "int8attn_test_support.h"
+
+namespace t = int8attn_test;
+
+namespace {
+
+#define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x
+#define I8A_OK(x) ASSERT_EQ((x), INT8ATTN_OK) << #x << ": " << int8attn_last_error()
+
+struct DeviceTensor {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceTensor() = default;
+  explicit DeviceTensor(size_t n) { alloc(n); }
+  void alloc(size_t n) {
+    if (ptr) cudaFree(ptr);
+    bytes = n;
+    if (cudaMalloc(&ptr, n) != cudaSuccess) ptr = nullptr;
+  }
+  ~DeviceTensor() {
+    if (ptr) cudaFree(ptr);
+  }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+};
+
+// Copy a host tensor to the device; the descriptor keeps the host tensor's strides.
+int8attn_tensor_t upload(const t::HostTensor& h, DeviceTensor& d) {
+  const size_t bytes = static_cast<size_t>(h.numel()) * t::dtype_size(h.dtype());
+  d.alloc(bytes);
+  cudaMemcpy(d.ptr, h.data(), bytes, cudaMemcpyHostToDevice);
+  int8attn_tensor_t desc = h.desc();
+  desc.data = d.ptr;
+  desc.device_type = INT8ATTN_DEVICE_CUDA;
+  desc.device_id = 0;
+  return desc;
+}
+
+struct Case {
+  int32_t mode = INT8ATTN_MODE_BALANCED;
+  int32_t dtype = INT8ATTN_DTYPE_F16;
+  t::Layout layout = t::Layout::HND;
+  t::Family family = t::Family::Gaussian;
+  int64_t B = 1, Hq = 2, Hkv = 2, Nq = 300, Nk = 300, D = 64;
+  bool causal = false;
+  std::vector<int32_t> k_lengths;
+  bool with_lse = false;
+  bool broadcast_kv = false;  // K/V given with B = 1 and batch stride 0
+  std::vector<uint8_t> mask;  // dense [1, 1, nqb, nkb] when non-empty
+  int64_t mask_qb = 128, mask_kb = 64;
+  uint64_t seed = 1;
+};
+
+struct Outcome {
+  t::Metrics vs_ref, vs_cpu;
+  int64_t unwritten = 0;
+  t::Metrics lse_vs_ref;
+};
+
+class GpuAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int8attn_context_params_t cp;
+    int8attn_context_params_init(&cp);
+    ASSERT_EQ(int8attn_context_create(&ctx_, &cp), INT8ATTN_OK) << int8attn_last_error();
+  }
+  void TearDown() override { int8attn_context_destroy(ctx_); }
+
+  // Runs `c` on the GPU and on the CPU backend; fills `out`.
+  void run(const Case& c, Outcome& out) {
+    const int64_t kvB = c.broadcast_kv ? 1 : c.B;
+    t::Inputs in = t::make_inputs(c.family, c.B, c.Hq, c.Hkv, c.Nq, c.Nk, c.D, c.seed);
+    if (c.broadcast_kv) {  // keep batch 0's K/V only
+      in.k.resize(static_cast<size_t>(c.Hkv * c.Nk * c.D));
+      in.v.resize(in.k.size());
+    }
+    const t::HostTensor hq = t::HostTensor::from_values(in.q, c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
+    const t::HostTensor hk = t::HostTensor::from_values(in.k, c.dtype, c.layout, kvB, c.Hkv, c.Nk, c.D);
+    const t::HostTensor hv = t::HostTensor::from_values(in.v, c.dtype, c.layout, kvB, c.Hkv, c.Nk, c.D);
+    t::HostTensor ho(c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
+
+    DeviceTensor dq, dk, dv, dout, dlse, dlen, dmask;
+    int8attn_tensor_t q = upload(hq, dq), k = upload(hk, dk), v = upload(hv, dv);
+    int8attn_tensor_t o = upload(ho, dout);
+    if (c.broadcast_kv) {
+      k.shape[0] = v.shape[0] = c.B;
+      k.strides[0] = v.strides[0] = 0;
+    }
+    CUDA_OK(cudaMemset(dout.ptr, 0xff, dout.bytes));  // NaN poison in fp16 and bf16
+
+    int8attn_forward_params_t fp;
+    int8attn_forward_params_init(&fp);
+    fp.mode = c.mode;
+    fp.causal = c.causal;
+    int8attn_tensor_t lse_desc{}, len_desc{}, mask_desc{};
+    const int64_t rows = c.B * c.Hq * c.Nq;
+    if (c.with_lse) {
+      dlse.alloc(rows * sizeof(float));
+      CUDA_OK(cudaMemset(dlse.ptr, 0xff, dlse.bytes));
+      const int64_t shape[3] = {c.B, c.Hq, c.Nq};
+      I8A_OK(int8attn_tensor_init_contiguous(&lse_desc, dlse.ptr, INT8ATTN_DEVICE_CUDA, 0,
+                                             INT8ATTN_DTYPE_F32, 3, shape));
+      fp.lse = &lse_desc;
+    }
+    if (!c.k_lengths.empty()) {
+      dlen.alloc(c.k_lengths.size() * sizeof(int32_t));
+      CUDA_OK(cudaMemcpy(dlen.ptr, c.k_lengths.data(), dlen.bytes, cudaMemcpyHostToDevice));
+      const int64_t shape[1] = {c.B};
+      I8A_OK(int8attn_tensor_init_contiguous(&len_desc, dlen.ptr, INT8ATTN_DEVICE_CUDA, 0,
+                                             INT8ATTN_DTYPE_I32, 1, shape));
+      fp.k_lengths = &len_desc;
+    }
+    const int64_t nqb = (c.Nq + c.mask_qb - 1) / c.mask_qb, nkb = (c.Nk + c.mask_kb - 1) / c.mask_kb;
+    if (!c.mask.empty()) {
+      dmask.alloc(c.mask.size());
+      CUDA_OK(cudaMemcpy(dmask.ptr, c.mask.data(), c.mask.size(), cudaMemcpyHostToDevice));
+      const int64_t shape[4] = {1, 1, nqb, nkb};
+      I8A_OK(int8attn_tensor_init_contiguous(&mask_desc, dmask.ptr, INT8ATTN_DEVICE_CUDA, 0,
+                                             INT8ATTN_DTYPE_U8, 4, shape));
+      fp.block_mask = &mask_desc;
+      fp.mask_q_block = static_cast<int32_t>(c.mask_qb);
+      fp.mask_k_block = static_cast<int32_t>(c.mask_kb);
+    }
+    I8A_OK(int8attn_forward(ctx_, &q, &k, &v, &o, &fp));
+    I8A_OK(int8attn_synchronize(ctx_, nullptr));
+    CUDA_OK(cudaMemcpy(ho.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
+    const std::vector<float> gpu = ho.values();
+    out.unwritten = 0;
+    for (float x : gpu) out.unwritten += std::isnan(x) ? 1 : 0;
+
+    // float64 reference on the dtype-rounded inputs the library saw.
+    t::RefOptions ro;
+    ro.causal = c.causal;
+    ro.k_lengths = c.k_lengths;
+    if (!c.mask.empty()) {
+      ro.block_mask = c.mask.data();
+      ro.mask_q_block = c.mask_qb;
+      ro.mask_k_block = c.mask_kb;
+    }
+    std::vector<float> kr = hk.values(), vr = hv.values();
+    if (c.broadcast_kv) {  // the reference wants dense per-batch K/V
+      std::vector<float> kk, vv;
+      for (int64_t b = 0; b < c.B; ++b) {
+        kk.insert(kk.end(), kr.begin(), kr.end());
+        vv.insert(vv.end(), vr.begin(), vr.end());
+      }
+      kr.swap(kk);
+      vr.swap(vv);
+    }
+    const t::RefResult ref =
+        t::reference_attention(hq.values(), kr, vr, c.B, c.Hq, c.Hkv, c.Nq, c.Nk, c.D, ro);
+    out.vs_ref = t::compare(gpu, ref.o);
+    if (c.with_lse) {
+      std::vector<float> lse(static_cast<size_t>(rows));
+      CUDA_OK(cudaMemcpy(lse.data(), dlse.ptr, dlse.bytes, cudaMemcpyDeviceToHost));
+      std::vector<double> ref_lse = ref.lse;
+      std::vector<float> got = lse;
+      for (size_t i = 0; i < got.size(); ++i)  // compare finite rows only; −inf must match
+        if (std::isinf(ref_lse[i])) {
+          EXPECT_TRUE(std::isinf(got[i]) && got[i] < 0) << "row " << i;
+          ref_lse[i] = 0;
+          got[i] = 0;
+        }
+      out.lse_vs_ref = t::compare(got, ref_lse);
+    }
+
+    // The CPU backend on the same host inputs: GPU and CPU implement the same maths.
+    t::HostTensor hc(c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
+    int8attn_tensor_t qc = hq.desc(), kc = hk.desc(), vc = hv.desc(), oc = hc.desc();
+    if (c.broadcast_kv) {
+      kc.shape[0] = vc.shape[0] = c.B;
+      kc.strides[0] = vc.strides[0] = 0;
+    }
+    int8attn_forward_params_t cpu_fp = fp;
+    cpu_fp.lse = nullptr;
+    int8attn_tensor_t len_cpu{}, mask_cpu{};
+    if (!c.k_lengths.empty()) {
+      len_cpu = t::host_desc(const_cast<int32_t*>(c.k_lengths.data()), INT8ATTN_DTYPE_I32, {c.B});
+      cpu_fp.k_lengths = &len_cpu;
+    }
+    if (!c.mask.empty()) {
+      mask_cpu = t::host_desc(const_cast<uint8_t*>(c.mask.data()), INT8ATTN_DTYPE_U8, {1, 1, nqb, nkb});
+      cpu_fp.block_mask = &mask_cpu;
+    }
+    I8A_OK(int8attn_forward(ctx_, &qc, &kc, &vc, &oc, &cpu_fp));
+    const std::vector<float> cpu = hc.values();
+    std::vector<double> cpu_d(cpu.begin(), cpu.end());
+    out.vs_cpu = t::compare(gpu, cpu_d);
+  }
+
+  void expect_bar(const Case& c, const Outcome& r, const std::string& what) {
+    t::Bar bar = t::accuracy_bar(c.mode);
+    if (c.mode == INT8ATTN_MODE_EXACT) bar = {c.dtype == INT8ATTN_DTYPE_BF16 ? 8e-3 : 1.5e-3, 0.99999};
+    SCOPED_TRACE(what + " vs float64: " + t::to_string(r.vs_ref) + " | vs CPU: " +
+                 t::to_string(r.vs_cpu));
+    EXPECT_EQ(r.unwritten, 0) << "unwritten (still poisoned) output elements";
+    EXPECT_EQ(r.vs_ref.nonfinite, 0);
+    EXPECT_LE(r.vs_ref.rel_l1, bar.max_rel_l1);
+    EXPECT_GE(r.vs_ref.cos, bar.min_cos);
+    // Same maths as the CPU backend, up to rounding order and the online-softmax tiling.
+    const double cpu_tol = c.mode == INT8ATTN_MODE_FAST ? 0.03 : (c.mode == INT8ATTN_MODE_BALANCED ? 0.01 : 4e-3);
+    EXPECT_LE(r.vs_cpu.rel_l1, cpu_tol);
+  }
+
+  int8attn_context_t* ctx_ = nullptr;
+};
+
+std::string name(const Case& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%s %s %s D=%lld Nq=%lld Nk=%lld %s", t::mode_name(c.mode),
+                t::dtype_name(c.dtype), t::family_name(c.family), static_cast<long long>(c.D),
+                static_cast<long long>(c.Nq), static_cast<long long>(c.Nk),
+                c.layout == t::Layout::NHD ? "NHD" : "HND");
+  return buf;
+}
+
+const int32_t kModes[] = {INT8ATTN_MODE_EXACT, INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST};
+
+TEST_F(GpuAttention, EveryModeHeadDimAndFamilyMeetsTheBar) {
+  for (int32_t mode : kModes)
+    for (int64_t D : {32, 40, 64, 80, 96, 128, 160, 256})
+      for (t::Family f : t::all_families()) {
+        Case c;
+        c.mode = mode;
+        c.D = D;
+        c.family = f;
+        c.seed = static_cast<uint64_t>(D * 31 + mode);
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c));
+      }
+}
+
+TEST_F(GpuAttention, Bf16NhdGqaAndMqa) {
+  for (int32_t mode : kModes)
+    for (int64_t hkv : {4, 1}) {
+      Case c;
+      c.mode = mode;
+      c.dtype = INT8ATTN_DTYPE_BF16;
+      c.layout = t::Layout::NHD;
+      c.B = 2;
+      c.Hq = 8;
+      c.Hkv = hkv;
+      c.Nq = 200;
+      c.Nk = 333;
+      c.D = 128;
+      Outcome r;
+      run(c, r);
+      expect_bar(c, r, name(c) + " Hkv=" + std::to_string(hkv));
+    }
+}
+
+TEST_F(GpuAttention, CausalLengthsLseAndBroadcast) {
+  for (int32_t mode : kModes) {
+    Case c;
+    c.mode = mode;
+    c.B = 3;
+    c.Nq = 150;
+    c.Nk = 400;
+    c.causal = true;
+    c.k_lengths = {400, 257, 0};  // batch 2 sees nothing: O = 0, LSE = −inf
+    c.with_lse = true;
+    Outcome r;
+    run(c, r);
+    expect_bar(c, r, name(c) + " causal+lengths");
+    EXPECT_LE(r.lse_vs_ref.max_abs, 0.02) << t::to_string(r.lse_vs_ref);
+
+    Case bc;
+    bc.mode = mode;
+    bc.B = 2;
+    bc.broadcast_kv = true;
+    Outcome rb;
+    run(bc, rb);
+    expect_bar(bc, rb, name(bc) + " broadcast K/V");
+  }
+}
+
+TEST_F(GpuAttention, BlockMaskSkipsBlocksExactly) {
+  for (int32_t mode : kModes) {
+    Case c;
+    c.mode = mode;
+    c.Nq = 256;
+    c.Nk = 512;
+    c.mask_qb = 64;
+    c.mask_kb = 32;  // finer than a kernel tile: partial tiles
+    const int64_t nqb = 4, nkb = 16;
+    for (int64_t i = 0; i < nqb * nkb; ++i) c.mask.push_back(((i * 7) % 3 != 0) ? 1 : 0);
+    c.mask[0 * nkb + 0] = 1;
+    Outcome r;
+    run(c, r);
+    expect_bar(c, r, name(c) + " block mask");
+  }
+}
+
+TEST_F(GpuAttention, LongKeysUseSplitKvAndStayAccurate) {
+  for (int32_t mode : kModes) {
+    Case c;
+    c.mode = mode;
+    c.Hq = 4;
+    c.Hkv = 1;
+    c.Nq = 1;
+    c.Nk = 9000;
+    c.D = 128;
+    c.with_lse = true;
+    Outcome r;
+    run(c, r);
+    expect_bar(c, r, name(c) + " split-KV decode");
+  }
+}
+
+TEST_F(GpuAttention, CacheAppendThenDecodeMatchesReference) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+    const int64_t B = 2, Hq = 8, Hkv = 2, D = 128, chunks[3] = {700, 300, 1};
+    const int64_t Nk = 1001;
+    t::Inputs in = t::make_inputs(t::Family::ChannelBias, B, Hq, Hkv, 1, Nk, D, 7 + mode);
+    const t::HostTensor hk = t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
+    const t::HostTensor hv = t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
+    const t::HostTensor hq = t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
+    int8attn_kv_cache_params_t cp;
+    int8attn_kv_cache_params_init(&cp);
+    cp.device_type = INT8ATTN_DEVICE_CUDA;
+    cp.batch = B;
+    cp.num_kv_heads = Hkv;
+    cp.capacity = 2048;
+    cp.head_dim = D;
+    cp.mode = mode;
+    int8attn_kv_cache_t* cache = nullptr;
+    I8A_OK(int8attn_kv_cache_create(&cache, ctx_, &cp));
+    DeviceTensor dk, dv, dq, dout;
+    int8attn_tensor_t k = upload(hk, dk), v = upload(hv, dv), q = upload(hq, dq);
+    int64_t start = 0;
+    for (int64_t n : chunks) {  // views of [start, start+n) tokens
+      int8attn_tensor_t kc = k, vc = v;
+      kc.data = static_cast<uint16_t*>(dk.ptr) + start * k.strides[2];
+      vc.data = static_cast<uint16_t*>(dv.ptr) + start * v.strides[2];
+      kc.shape[2] = vc.shape[2] = n;
+      I8A_OK(int8attn_kv_cache_append(cache, &kc, &vc, nullptr));
+      start += n;
+    }
+    int64_t len = 0;
+    I8A_OK(int8attn_kv_cache_length(&len, cache));
+    EXPECT_EQ(len, Nk);
+    t::HostTensor ho(INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
+    int8attn_tensor_t o = upload(ho, dout);
+    CUDA_OK(cudaMemset(dout.ptr, 0xff, dout.bytes));
+    I8A_OK(int8attn_kv_cache_forward(ctx_, &q, cache, &o, nullptr));
+    I8A_OK(int8attn_synchronize(ctx_, nullptr));
+    CUDA_OK(cudaMemcpy(ho.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
+    const t::RefResult ref = t::reference_attention(hq.values(), hk.values(), hv.values(), B, Hq,
+                                                    Hkv, 1, Nk, D);
+    const t::Metrics m = t::compare(ho.values(), ref.o);
+    const t::Bar bar = t::accuracy_bar(mode);
+    EXPECT_EQ(m.nonfinite, 0);
+    EXPECT_LE(m.rel_l1, bar.max_rel_l1) << t::mode_name(mode) << " cache decode " << t::to_string(m);
+    EXPECT_GE(m.cos, bar.min_cos) << t::mode_name(mode) << " cache decode " << t::to_string(m);
+    int8attn_kv_cache_destroy(cache);
+  }
+}
+
+TEST_F(GpuAttention, PredictedMaskWithKeepRatioOneKeepsEverything) {
+  const int64_t B = 1, H = 2, N = 512, D = 64;
+  t::Inputs in = t::make_inputs(t::Family::Gaussian, B, H, H, N, N, D, 3);
+  const t::HostTensor hq = t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D);
+  const t::HostTensor hk = t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D);
+  DeviceTensor dq, dk, dm(static_cast<size_t>(B * H * 4 * 8));
+  int8attn_tensor_t q = upload(hq, dq), k = upload(hk, dk), m{};
+  const int64_t shape[4] = {B, H, 4, 8};
+  I8A_OK(int8attn_tensor_init_contiguous(&m, dm.ptr, INT8ATTN_DEVICE_CUDA, 0, INT8ATTN_DTYPE_U8, 4, shape));
+  int8attn_mask_params_t mp;
+  int8attn_mask_params_init(&mp);
+  mp.keep_ratio = 1.0f;
+  I8A_OK(int8attn_predict_block_mask(ctx_, &q, &k, &m, &mp));
+  std::vector<uint8_t> got(dm.bytes);
+  CUDA_OK(cudaMemcpy(got.data(), dm.ptr, dm.bytes, cudaMemcpyDeviceToHost));
+  for (uint8_t x : got) EXPECT_EQ(x, 1);
+  mp.keep_ratio = 0.25f;  // top 2 of 8 key blocks (+ block 0)
+  I8A_OK(int8attn_predict_block_mask(ctx_, &q, &k, &m, &mp));
+  CUDA_OK(cudaMemcpy(got.data(), dm.ptr, dm.bytes, cudaMemcpyDeviceToHost));
+  for (int64_t row = 0; row < B * H * 4; ++row) {
+    int kept = 0;
+    for (int j = 0; j < 8; ++j) kept += got[row * 8 + j];
+    EXPECT_GE(kept, 2);
+    EXPECT_LE(kept, 3);
+    EXPECT_EQ(got[row * 8], 1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int32_t devices = 0;
+  if (!(int8attn_features() & INT8ATTN_FEATURE_CUDA) ||
+      int8attn_device_count(&devices) != INT8ATTN_OK || devices == 0) {
+    std::printf("no CUDA device (or no CUDA backend in this build): GPU tests skipped\n");
+    return 77;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,48 @@
+// Command-line options of `int8attn run`.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "shapes.h"
+
+namespace cli {
+
+// Bad command-line arguments: main prints the message and the usage, exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class DeviceChoice { Auto, Cpu, Cuda };
+
+struct RunOptions {
+  Shape shape;                // resolved after parsing (named or custom)
+  bool shape_given = false;
+  std::vector<int32_t> modes; // INT8ATTN_MODE_* to run, in order
+  int32_t dtype = 0;          // 0 = default for the device (f16 on CUDA, f32 on the CPU)
+  DeviceChoice device = DeviceChoice::Auto;
+  bool causal = false;
+  bool balance_channels = false;  // INT8ATTN_FLAG_BALANCE_CHANNELS
+  std::string inputs = "gaussian";
+  bool nhd = false;
+  int repeats = 0;            // 0 = default (3 on the CPU, 20 on CUDA)
+  int warmup = -1;            // -1 = default (1 on the CPU, 5 on CUDA)
+  int threads = 0;
+  int64_t ref_rows = 0;       // 0 = automatic sampling
+  uint64_t seed = 1234;
+  std::string json;
+  bool quiet = false;
+  bool list = false;
+  // Custom dims given on the command line (override the named/default shape).
+  int64_t b = 0, h = 0, hkv = 0, nq = 0, nk = 0, d = 0;
+  bool decode = false;
+};
+
+// Parses argv[first..argc) of `int8attn run`. Throws UsageError.
+RunOptions parse_run_options(int argc, char** argv, int first);
+
+const char* usage_text();
+
+}  // namespace cli
