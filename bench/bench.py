@@ -235,12 +235,6 @@ def main() -> int:
         keep = set(args.shapes.split(","))
         shapes = [s for s in shapes if s[0][0] in keep]
     ctx = int8attn.Context()
-    results = []
-    t0 = time.time()
-    for i, (shape, decode) in enumerate(shapes):
-        log(f"[{i + 1}/{len(shapes)}] {shape[0]} B={shape[1]} Hq={shape[2]} Hkv={shape[3]} "
-            f"Nq={shape[4]} Nk={shape[5]} D={shape[6]} ({time.time() - t0:.0f}s elapsed)")
-        results.append(bench_shape(*shape, ctx=ctx, decode=decode))
     gpu = torch.cuda.get_device_name()
     meta = {"gpu": gpu, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
@@ -249,8 +243,15 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"{datetime.date.today().isoformat()}-"
                                   f"{gpu.replace(' ', '_').replace('/', '_')}")
-    with open(stem + ".json", "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
+    results = []
+    t0 = time.time()
+    for i, (shape, decode) in enumerate(shapes):
+        log(f"[{i + 1}/{len(shapes)}] {shape[0]} B={shape[1]} Hq={shape[2]} Hkv={shape[3]} "
+            f"Nq={shape[4]} Nk={shape[5]} D={shape[6]} ({time.time() - t0:.0f}s elapsed)")
+        results.append(bench_shape(*shape, ctx=ctx, decode=decode))
+        with open(stem + ".json", "w") as f:  # after every shape: a cut-off run keeps its data
+            json.dump({"meta": meta, "results": results, "complete": i + 1 == len(shapes)}, f,
+                      indent=1)
     md = markdown(results, meta)
     with open(stem + ".md", "w") as f:
         f.write(md)

@@ -311,7 +311,7 @@ enum int8attn_mode_values {
 
 /** @brief Quantization scale granularity (`q_granularity`, `k_granularity`). */
 enum int8attn_granularity_values {
-  INT8ATTN_GRANULARITY_DEFAULT = 0,   /**< Q per token, K per block of 64 tokens. */
+  INT8ATTN_GRANULARITY_DEFAULT = 0,   /**< Per token (for Q and for K). */
   INT8ATTN_GRANULARITY_PER_BLOCK = 1, /**< One scale per 64 consecutive tokens of a head. */
   INT8ATTN_GRANULARITY_PER_TOKEN = 2  /**< One scale per token (row) of a head. */
 };
@@ -326,10 +326,12 @@ enum int8attn_flag_values {
   INT8ATTN_FLAG_SMOOTH_V = 1u << 1,
   /** Channel balancing: scale channel c of Q by 1/α_c and of K by α_c, with
    *  α_c = sqrt(max|q_c| / max|k_c|), before quantizing (q·k is unchanged). Helps inputs with
-   *  outlier channels in only one of Q and K. Off by default. */
+   *  outlier channels in only one of Q and K. On by default for int8attn_forward() (not
+   *  applicable to a cache, whose K is quantized before any Q is seen). */
   INT8ATTN_FLAG_BALANCE_CHANNELS = 1u << 2,
   /** Disable the defaults above: only flags given explicitly apply. Without this flag,
-   *  SMOOTH_K | SMOOTH_V are added to whatever is passed. */
+   *  SMOOTH_K | SMOOTH_V (and BALANCE_CHANNELS for int8attn_forward()) are added to whatever
+   *  is passed. */
   INT8ATTN_FLAG_EXPLICIT = 1 << 30
 };
 
@@ -425,8 +427,9 @@ typedef struct int8attn_forward_params_t {
   float sm_scale;           /**< Softmax scale; 0 (default) = 1/sqrt(D). Must be finite. */
   int32_t causal;           /**< Nonzero: causal mask (see above). Default 0. */
   int32_t q_granularity;    /**< ::int8attn_granularity_values for Q; default per token. */
-  int32_t k_granularity;    /**< ::int8attn_granularity_values for K; default per 64-token block. */
-  uint32_t flags;           /**< ::int8attn_flag_values; default 0 (= SMOOTH_K | SMOOTH_V). */
+  int32_t k_granularity;    /**< ::int8attn_granularity_values for K; default per token. */
+  uint32_t flags;           /**< ::int8attn_flag_values; default 0 (= SMOOTH_K | SMOOTH_V |
+                                 BALANCE_CHANNELS; a cache forward: SMOOTH_K | SMOOTH_V). */
   float scale_multiplier;   /**< Multiplier in (0, 1] of the INT8 scales; default 1. A policy's
                                  multiplier for the timestep is applied on top of it. */
   const int8attn_tensor_t* k_lengths;  /**< Optional int32 [B] valid key lengths (same device as

@@ -82,6 +82,14 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], 
 #endif
 }
 
+// 2^x on the special-function unit, flushing denormal results to 0 (softmax weights below
+// 2^-126 of the row max contribute nothing at fp32/fp16/fp8 precision anyway).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Pack two floats into fp16x2 / bf16x2 (low half = first argument).
 template <bool kBf16>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {

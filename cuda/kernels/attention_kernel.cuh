@@ -1,6 +1,6 @@
 // The flash-attention kernel for every precision mode, on warp-level MMAs (sm80, sm89, sm90).
 //
-// One CTA = 4 warps = 64 query rows of one (batch, kv-head); each warp owns 16 rows. Rows are
+// One CTA = 8 warps = 128 query rows of one (batch, kv-head); each warp owns 16 rows. Rows are
 // "packed": the M dimension of a kv-head enumerates (q-head of the group, query) pairs with a
 // pitch of row_pitch rows per q-head, so GQA/MQA and decode (Nq = 1) share K/V tiles between
 // the q-heads of a group instead of re-reading them.
@@ -9,7 +9,9 @@
 // log2 domain with all scales folded into one multiply per score, then P·V (fp16 m16n8k16 or
 // FP8 m16n8k32 with a per-tile fp32 temporary: two-level accumulation). K/V tiles are
 // double-buffered with cp.async; tiles no row can see (lengths, causal, block mask) are never
-// loaded; per-element masking runs only on tiles that are partially visible.
+// loaded; per-element masking runs only on tiles that are partially visible. Without a block
+// mask, tile visibility follows from the CTA's smallest and largest visible key range, computed
+// once; with one, the CTA votes per tile (two extra barriers per tile).
 #pragma once
 
 #include <cfloat>
@@ -183,14 +185,16 @@ __global__ void __launch_bounds__(kAttnThreads)
     }
     if constexpr (T::kInt8QK) {
       if (p.q_per_block) {
-        // One scale for the CTA's 64 rows (row_pitch is a multiple of 64 in this mode, so the
-        // rows are one 64-token block of one head).
+        // One scale per 64 rows (row_pitch is a multiple of 64 in this mode, so each 64-row half
+        // of the CTA is one 64-token block of one head): warps 0-3 and 4-7.
+        static_assert(kAttnBlockM == 2 * kQuantRows, "per-block Q assumes two 64-row blocks");
         float amax = 0.f;
 #pragma unroll
         for (int rr = 0; rr < 16; ++rr) amax = fmaxf(amax, row_absmax[rr]);
         if (lane == 0) sQScale[warp] = amax;
         __syncthreads();
-        amax = fmaxf(fmaxf(sQScale[0], sQScale[1]), fmaxf(sQScale[2], sQScale[3]));
+        const int w0 = warp & ~3;
+        amax = fmaxf(fmaxf(sQScale[w0], sQScale[w0 + 1]), fmaxf(sQScale[w0 + 2], sQScale[w0 + 3]));
         __syncthreads();
         const float s = qm::int8_scale(amax, p.q_multiplier);
         const float inv = 1.0f / s;
@@ -232,9 +236,23 @@ __global__ void __launch_bounds__(kAttnThreads)
   const RowInfo my_rows[2] = {row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8, L),
                               row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8 + 8, L)};
   const RowInfo vis_row = row_info(p, hkv, m_tile * kAttnBlockM + (tid & (kAttnBlockM - 1)), L);
+  // Smallest and largest visible key range over the CTA's valid rows (no block mask: a tile is
+  // skipped when no row reaches it and needs no per-element masking when every row covers it).
+  __shared__ int s_min_hi, s_max_hi;
+  if (tid == 0) {
+    s_min_hi = 0x7fffffff;
+    s_max_hi = 0;
+  }
+  __syncthreads();
+  if (tid < kAttnBlockM && vis_row.valid) {
+    atomicMin(&s_min_hi, vis_row.hi);
+    atomicMax(&s_max_hi, vis_row.hi);
+  }
+  __syncthreads();
+  const int min_hi = s_min_hi, max_hi = s_max_hi;
 
   // ---- key-tile range of this CTA (split-KV) ------------------------------------------------
-  int t_begin = 0, t_end = (L + kAttnBlockN - 1) / kAttnBlockN;
+  int t_begin = 0, t_end = (max_hi + kAttnBlockN - 1) / kAttnBlockN;
   if (p.num_splits > 1) {
     t_begin = split * p.tiles_per_split;
     t_end = min(t_end, t_begin + p.tiles_per_split);
@@ -242,6 +260,10 @@ __global__ void __launch_bounds__(kAttnThreads)
 
   // Next tile at or after `t` that some row can see; sets `full` when every row sees all of it.
   auto next_visible = [&](int t, bool& full) -> int {
+    if (p.mask == nullptr) {  // rows see a prefix [0, hi) of the keys: tiles up to t_end
+      full = (t + 1) * kAttnBlockN <= min_hi;
+      return t < t_end ? t : t_end;
+    }
     for (; t < t_end; ++t) {
       bool any, all;
       tile_visibility(p, b, vis_row, t * kAttnBlockN, any, all);
@@ -388,13 +410,13 @@ __global__ void __launch_bounds__(kAttnThreads)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float ref = (mx == -INFINITY) ? 0.f : mx;
-      alpha[rh] = exp2f(m_run[rh] - ref);
+      alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
       m_run[rh] = mx;
       const float sub = ref - kPOffset;
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
-        s[n][2 * rh] = exp2f(s[n][2 * rh] - sub);
-        s[n][2 * rh + 1] = exp2f(s[n][2 * rh + 1] - sub);
+        s[n][2 * rh] = dev::fast_exp2(s[n][2 * rh] - sub);
+        s[n][2 * rh + 1] = dev::fast_exp2(s[n][2 * rh + 1] - sub);
       }
       l_run[rh] *= alpha[rh];
     }

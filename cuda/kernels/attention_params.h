@@ -14,9 +14,10 @@
 
 namespace int8attn {
 
-constexpr int kAttnBlockM = 64;   // query rows per CTA (4 warps x 16)
+constexpr int kAttnBlockM = 128;  // query rows per CTA (8 warps x 16)
 constexpr int kAttnBlockN = 64;   // keys per tile
-constexpr int kAttnThreads = 128;
+constexpr int kAttnThreads = 256;
+constexpr int kQuantRows = 64;    // rows per Q scale in PER_BLOCK granularity (qm::kQuantBlock)
 
 // Logical position of physical key j (0..31) inside a 32-key group of FAST's V^T layout.
 inline __host__ __device__ int fp8_v_logical_position(int j) {

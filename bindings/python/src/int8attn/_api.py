@@ -65,9 +65,10 @@ def _granularity(g: Union[None, str, int], name: str) -> int:
     return _GRANULARITY[key]
 
 
-def _flags(smooth_k: bool, smooth_v: bool, balance_channels: bool) -> int:
-    if smooth_k and smooth_v:
-        return L.FLAG_BALANCE_CHANNELS if balance_channels else 0
+def _flags(smooth_k: bool, smooth_v: bool, balance_channels: Optional[bool]) -> int:
+    # None keeps the library's default (balancing on for forward, off for a cache).
+    if smooth_k and smooth_v and balance_channels is None:
+        return 0
     f = L.FLAG_EXPLICIT
     if smooth_k:
         f |= L.FLAG_SMOOTH_K
@@ -345,7 +346,7 @@ def _forward_params(*, mode: ModeLike, causal: bool, sm_scale: Optional[float],
                     mask_block: Tuple[int, int], lse: Optional[T.View], policy: PolicyLike,
                     timestep: Optional[int], q_granularity: Union[None, str, int],
                     k_granularity: Union[None, str, int], smooth_k: bool, smooth_v: bool,
-                    balance_channels: bool, scale_multiplier: float,
+                    balance_channels: Optional[bool], scale_multiplier: float,
                     stream: Optional[int]) -> L.ForwardParams:
     p = L.ForwardParams()
     L.lib().int8attn_forward_params_init(ctypes.byref(p))
@@ -392,7 +393,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
               timestep: Optional[int] = None, layout: str = "HND", out: Optional[ArrayLike] = None,
               context: Optional[Context] = None, q_granularity: Union[None, str, int] = None,
               k_granularity: Union[None, str, int] = None, smooth_k: bool = True,
-              smooth_v: bool = True, balance_channels: bool = False,
+              smooth_v: bool = True, balance_channels: Optional[bool] = None,
               scale_multiplier: float = 1.0, stream: Any = None) -> Any:
     """``O = softmax(sm_scale · Q·Kᵀ + mask) · V`` with INT8 Q·Kᵀ.
 
@@ -418,7 +419,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
         k_granularity: "block" (default) or "token" scales for K.
         smooth_k: Subtract K's per-channel mean before quantizing (exact; default on).
         smooth_v: Subtract V's per-channel mean before quantizing V (exact; default on).
-        balance_channels: Move per-channel magnitude between Q and K (exact; default off).
+        balance_channels: Move per-channel magnitude between Q and K (exact). None (default)
+            keeps the library default: on.
         scale_multiplier: In (0, 1]; multiplies the INT8 scales (clips the largest values).
         stream: CUDA stream (int or object with ``cuda_stream``); default torch's current stream.
 
@@ -471,7 +473,7 @@ def forward_workspace_size(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, layout: 
         timestep=options.get("timestep"), q_granularity=options.get("q_granularity"),
         k_granularity=options.get("k_granularity"), smooth_k=options.get("smooth_k", True),
         smooth_v=options.get("smooth_v", True),
-        balance_channels=options.get("balance_channels", False),
+        balance_channels=options.get("balance_channels", None),
         scale_multiplier=options.get("scale_multiplier", 1.0), stream=None)
     n = ctypes.c_uint64()
     L.call("int8attn_forward_workspace_size", ctypes.byref(n), _ctx_for(context, qv).handle,
@@ -684,7 +686,7 @@ class KVCache(_Handle):
             mode=mode, causal=causal, sm_scale=sm_scale, k_lengths=klv, block_mask=bmv,
             mask_block=mask_block, lse=lse_v, policy=policy, timestep=timestep,
             q_granularity=None, k_granularity=None, smooth_k=True, smooth_v=True,
-            balance_channels=False, scale_multiplier=1.0, stream=T.current_stream(qv, stream))
+            balance_channels=None, scale_multiplier=1.0, stream=T.current_stream(qv, stream))
         ctx = context if context is not None else self.context
         L.call("int8attn_kv_cache_forward", ctx.handle, qv.ptr(), self.handle, ov.ptr(),
                ctypes.byref(params))
