@@ -82,6 +82,13 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], 
 #endif
 }
 
+// int32 -> float for |x| < 2^22 on the integer and FMA pipes (1.5·2^23 + x is exact in a
+// float's mantissa), leaving the special-function pipe to the softmax exponentials. INT8 Q·Kᵀ
+// accumulators qualify: |acc| <= 127·127·256 < 2^22.
+__device__ __forceinline__ float small_int_to_float(int x) {
+  return __int_as_float(0x4B400000 + x) - 12582912.0f;
+}
+
 // 2^x on the special-function unit, flushing denormal results to 0 (softmax weights below
 // 2^-126 of the row max contribute nothing at fp32/fp16/fp8 precision anyway).
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -142,6 +149,23 @@ __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
 }
 template <>
 __device__ __forceinline__ float to_float<float>(float v) { return v; }
+
+// A 16-bit float (fp16 when dtype == 1, else bf16) from its raw bits. Loading raw bits first
+// and converting after keeps the load itself free of control flow, so the compiler can have
+// many loads in flight (a dtype branch around each load serialises them on memory latency).
+__device__ __forceinline__ float bits16_to_float(uint16_t bits, int dtype) {
+  return dtype == 1 ? __half2float(__ushort_as_half(bits))
+                    : __bfloat162float(__ushort_as_bfloat16(bits));
+}
+
+// Element type for a runtime dtype, for kernels templated on it (INT8ATTN_DTYPE_F16 = 1, BF16 = 2,
+// F32 = 3): calls f(T{}) with T = __half, __nv_bfloat16 or float.
+template <typename F>
+__host__ __forceinline__ auto dispatch_dtype(int dtype, F&& f) {
+  if (dtype == 1) return f(__half{});
+  if (dtype == 2) return f(__nv_bfloat16{});
+  return f(float{});
+}
 
 __device__ __forceinline__ float load_as_float(const void* base, int64_t index, int dtype) {
   // dtype values are INT8ATTN_DTYPE_F16 = 1, BF16 = 2, F32 = 3.

@@ -13,10 +13,11 @@ namespace {
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Split the key range when the (b, kv-head, m-tile) grid alone cannot fill the GPU (decode,
-// small batches): aim for two CTAs per SM, at least 4 key tiles per split.
+// small batches): aim for two 8-warp CTAs or four 1-warp CTAs per SM (what fits beside each
+// other in shared memory), at least 4 key tiles per split.
 void choose_splits(AttnKernelParams& a, int64_t key_tiles, const DeviceInfo& dev) {
   const int64_t base = static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv;
-  const int64_t target = 2LL * dev.sm_count;
+  const int64_t target = (a.block_m == kAttnDecodeBlockM ? 4LL : 2LL) * dev.sm_count;
   int64_t splits = 1;
   if (base < target && key_tiles >= 8) {
     splits = std::min<int64_t>((target + base - 1) / base, key_tiles / 4);
@@ -75,9 +76,13 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   a.q_per_block = (!exact && p.q_granularity == INT8ATTN_GRANULARITY_PER_BLOCK) ? 1 : 0;
   // Row packing: the q-heads of a group share one M dimension (pitch Nq), except when Q scales
   // are per 64-row block, where each head's rows must start on a tile boundary.
-  a.row_pitch = a.q_per_block ? static_cast<int>(round_up(p.Nq, kAttnBlockM)) : a.Nq;
-  a.m_tiles = static_cast<int>((static_cast<int64_t>(a.G) * a.row_pitch + kAttnBlockM - 1) /
-                               kAttnBlockM);
+  a.row_pitch = a.q_per_block ? static_cast<int>(round_up(p.Nq, 64)) : a.Nq;
+  // Few rows per kv-head (decode, small GQA groups): one-warp CTAs, so the split-KV grid is not
+  // spent on empty rows.
+  const int64_t rows = static_cast<int64_t>(a.G) * a.row_pitch;
+  a.block_m = (!exact && !a.q_per_block && rows <= kAttnDecodeBlockM) ? kAttnDecodeBlockM
+                                                                       : kAttnBlockM;
+  a.m_tiles = static_cast<int>((rows + a.block_m - 1) / a.block_m);
 
   if (cache_params == nullptr) {
     // Canonical K/V for this call. Stride-0 batch/head dims of K and V broadcast: quantize once.
@@ -119,6 +124,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.nk_pad = nk_pad;
     k.key_offset = 0;
     k.fill_tail = true;
+    k.sm_count = dev.sm_count;
 
     const size_t kbytes = exact ? 2 : 1, vbytes = fast ? 1 : 2;
     k.partials = ws.take<float>(static_cast<size_t>(

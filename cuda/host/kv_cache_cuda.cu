@@ -25,6 +25,8 @@ class CudaKvCache final : public KvCacheImpl {
     k_scale_.resize(static_cast<size_t>(heads_ * cap_pad_) * sizeof(float));
     v_.resize(static_cast<size_t>(heads_ * cap_pad_ * dpad_) * vbytes);
     stats_.resize(static_cast<size_t>(3 * heads_ * dpad_) * sizeof(float));
+    cuda_check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, spec.device_id),
+               "cudaDeviceGetAttribute");
     // Zero once so padding keys/channels are finite zeros forever (masked keys still meet P=0).
     cuda_check(cudaMemsetAsync(k_.get(), 0, k_.size(), stream), "cudaMemsetAsync");
     cuda_check(cudaMemsetAsync(k_scale_.get(), 0, k_scale_.size(), stream), "cudaMemsetAsync");
@@ -64,6 +66,7 @@ class CudaKvCache final : public KvCacheImpl {
     p.nk_pad = cap_pad_;
     p.key_offset = length_;
     p.fill_tail = false;
+    p.sm_count = sm_count_;
     const cudaStream_t s = static_cast<cudaStream_t>(a.stream);
     DeviceGuard guard(spec_.device_id);
     if (length_ == 0) {
@@ -94,7 +97,7 @@ class CudaKvCache final : public KvCacheImpl {
  private:
   CacheSpec spec_;
   Backend& backend_;
-  int dpad_ = 0;
+  int dpad_ = 0, sm_count_ = 132;
   int64_t cap_pad_ = 0, heads_ = 0, length_ = 0;
   DeviceBuffer k_, k_scale_, v_, stats_;  // stats_: k_mean | v_mean | v_scale
 };

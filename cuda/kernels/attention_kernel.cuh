@@ -26,8 +26,11 @@ namespace int8attn {
 
 enum KernelMode : int { kModeExact = 1, kModeBalanced = 2, kModeFast = 3 };
 
-template <int DPAD, int MODE, bool BF16>
+template <int DPAD, int MODE, bool BF16, int WARPS>
 struct AttnTraits {
+  static constexpr int kWarps = WARPS;
+  static constexpr int kBM = 16 * WARPS;  // query rows per CTA
+  static constexpr int kThreads = 32 * WARPS;
   static constexpr bool kInt8QK = MODE != kModeExact;
   static constexpr bool kFp8PV = MODE == kModeFast;
   static constexpr int kQRowBytes = kInt8QK ? DPAD : DPAD * 2;  // Q and K smem rows
@@ -36,11 +39,11 @@ struct AttnTraits {
   static constexpr int kVRows = kFp8PV ? DPAD : kAttnBlockN;
   using QTile = dev::SwizzledTile<kQRowBytes>;
   using VTile = dev::SwizzledTile<kVRowBytes>;
-  static constexpr int kQBytes = kAttnBlockM * QTile::kPitch;
+  static constexpr int kQBytes = kBM * QTile::kPitch;
   static constexpr int kKBytes = kAttnBlockN * QTile::kPitch;
   static constexpr int kVBytes = kVRows * VTile::kPitch;
   static constexpr int kStageBytes = kKBytes + kVBytes + kAttnBlockN * 4;  // + key scales
-  static constexpr int kSmemBytes = kQBytes + 2 * kAttnBlockM * 4 + 2 * kStageBytes;
+  static constexpr int kSmemBytes = kQBytes + 2 * kBM * 4 + 2 * kStageBytes;
   static constexpr int kDTiles = DPAD / 8;  // output n-tiles of 8 channels
   static constexpr bool kPvBf16 = (MODE == kModeExact) && BF16;  // BALANCED V is fp16
 };
@@ -94,10 +97,12 @@ __device__ __forceinline__ void tile_visibility(const AttnKernelParams& p, int b
   }
 }
 
-template <int ARCH, int DPAD, int MODE, bool BF16>
-__global__ void __launch_bounds__(kAttnThreads)
+template <int ARCH, int DPAD, int MODE, bool BF16, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS)
     attention_kernel(const __grid_constant__ AttnKernelParams p) {
-  using T = AttnTraits<DPAD, MODE, BF16>;
+  using T = AttnTraits<DPAD, MODE, BF16, WARPS>;
+  constexpr int kAttnBlockM = T::kBM;
+  constexpr int kAttnThreads = T::kThreads;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sQ = smem;
   float* sQScale = reinterpret_cast<float*>(smem + T::kQBytes);
@@ -127,59 +132,76 @@ __global__ void __launch_bounds__(kAttnThreads)
     float row_absmax[16];
     const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
     const float* kmu = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD : nullptr;
+    // Per-channel constants of this lane's channels, loaded once.
+    float kmu_c[DPAD / 32], alpha_c[DPAD / 32];
 #pragma unroll
-    for (int rr = 0; rr < 16; ++rr) {
-      const int r_local = warp * 16 + rr;
-      const RowInfo ri = row_info(p, hkv, m_tile * kAttnBlockM + r_local, L);
-      float vals[DPAD / 32];
-      float amax = 0.f, shift = 0.f;
+    for (int c = 0; c < DPAD / 32; ++c) {
+      const int d = c * 32 + lane;
+      kmu_c[c] = (kmu != nullptr && d < p.D) ? kmu[d] : 0.f;
+      alpha_c[c] = (alpha != nullptr && d < p.D) ? alpha[d] : 1.f;
+    }
+    const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
+    // Four rows at a time: all their loads are issued before any reduction needs them.
 #pragma unroll
-      for (int c = 0; c < DPAD / 32; ++c) {
-        const int d = c * 32 + lane;
-        float x = 0.f;
-        if (ri.valid && d < p.D) {
-          x = dev::load_as_float(p.q, b * p.q_stride[0] + ri.h * p.q_stride[1] +
-                                          ri.i * p.q_stride[2] + d * p.q_stride[3], p.dtype);
-          if (kmu != nullptr) shift += x * kmu[d];
-          if (alpha != nullptr) x /= alpha[d];
-        }
-        vals[c] = x;
-        amax = fmaxf(amax, fabsf(x));
-      }
+    for (int r0 = 0; r0 < 16; r0 += 4) {
+      RowInfo ris[4];
+      float vals4[4][DPAD / 32];
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) {
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        shift += __shfl_xor_sync(0xffffffffu, shift, o);
-      }
-      row_absmax[rr] = amax;
-      // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
-      if (lane == 0) sLseShift[r_local] = shift * p.sm_scale;
-      if constexpr (T::kInt8QK) {
-        if (!p.q_per_block) {
-          const float s = qm::int8_scale(amax, p.q_multiplier);
-          const float inv = 1.0f / s;
-#pragma unroll
-          for (int c = 0; c < DPAD / 32; ++c)
-            sQ[T::QTile::offset(r_local, c * 32 + lane)] =
-                static_cast<uint8_t>(qm::quantize_int8(vals[c], inv));
-          if (lane == 0) sQScale[r_local] = s * p.sm_scale_log2;
-        } else {
-          // Keep the raw values in registers' place: re-read below after the block max.
-          (void)vals;
-        }
-      } else {
+      for (int u = 0; u < 4; ++u) {
+        ris[u] = row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + r0 + u, L);
+        const int64_t base = b * p.q_stride[0] + ris[u].h * p.q_stride[1] + ris[u].i * p.q_stride[2];
 #pragma unroll
         for (int c = 0; c < DPAD / 32; ++c) {
-          const int byte = (c * 32 + lane) * 2;
-          uint16_t bits;
-          if constexpr (BF16) {
-            __nv_bfloat16 hv = __float2bfloat16_rn(vals[c]);
-            bits = *reinterpret_cast<uint16_t*>(&hv);
-          } else {
-            __half hv = __float2half_rn(vals[c]);
-            bits = *reinterpret_cast<uint16_t*>(&hv);
+          const int d = c * 32 + lane;
+          vals4[u][c] = (ris[u].valid && d < p.D)
+                            ? dev::bits16_to_float(q16[base + d * p.q_stride[3]], p.dtype)
+                            : 0.f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int rr = r0 + u;
+        const int r_local = warp * 16 + rr;
+        float* vals = vals4[u];
+        float amax = 0.f, shift = 0.f;
+#pragma unroll
+        for (int c = 0; c < DPAD / 32; ++c) {
+          shift += vals[c] * kmu_c[c];
+          vals[c] /= alpha_c[c];
+          amax = fmaxf(amax, fabsf(vals[c]));
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+          shift += __shfl_xor_sync(0xffffffffu, shift, o);
+        }
+        row_absmax[rr] = amax;
+        // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+        if (lane == 0) sLseShift[r_local] = shift * p.sm_scale;
+        if constexpr (T::kInt8QK) {
+          if (!p.q_per_block) {
+            const float sc = qm::int8_scale(amax, p.q_multiplier);
+            const float inv = 1.0f / sc;
+#pragma unroll
+            for (int c = 0; c < DPAD / 32; ++c)
+              sQ[T::QTile::offset(r_local, c * 32 + lane)] =
+                  static_cast<uint8_t>(qm::quantize_int8(vals[c], inv));
+            if (lane == 0) sQScale[r_local] = sc * p.sm_scale_log2;
           }
-          *reinterpret_cast<uint16_t*>(sQ + T::QTile::offset(r_local, byte)) = bits;
+        } else {
+#pragma unroll
+          for (int c = 0; c < DPAD / 32; ++c) {
+            const int byte = (c * 32 + lane) * 2;
+            uint16_t bits;
+            if constexpr (BF16) {
+              __nv_bfloat16 hv = __float2bfloat16_rn(vals[c]);
+              bits = *reinterpret_cast<uint16_t*>(&hv);
+            } else {
+              __half hv = __float2half_rn(vals[c]);
+              bits = *reinterpret_cast<uint16_t*>(&hv);
+            }
+            *reinterpret_cast<uint16_t*>(sQ + T::QTile::offset(r_local, byte)) = bits;
+          }
         }
       }
     }
@@ -187,14 +209,15 @@ __global__ void __launch_bounds__(kAttnThreads)
       if (p.q_per_block) {
         // One scale per 64 rows (row_pitch is a multiple of 64 in this mode, so each 64-row half
         // of the CTA is one 64-token block of one head): warps 0-3 and 4-7.
-        static_assert(kAttnBlockM == 2 * kQuantRows, "per-block Q assumes two 64-row blocks");
+        // (The host uses 8-warp CTAs whenever Q scales are per block.)
         float amax = 0.f;
 #pragma unroll
         for (int rr = 0; rr < 16; ++rr) amax = fmaxf(amax, row_absmax[rr]);
         if (lane == 0) sQScale[warp] = amax;
         __syncthreads();
-        const int w0 = warp & ~3;
-        amax = fmaxf(fmaxf(sQScale[w0], sQScale[w0 + 1]), fmaxf(sQScale[w0 + 2], sQScale[w0 + 3]));
+        const int w0 = (warp & ~3) % WARPS;
+        amax = fmaxf(fmaxf(sQScale[w0], sQScale[(w0 + 1) % WARPS]),
+                     fmaxf(sQScale[(w0 + 2) % WARPS], sQScale[(w0 + 3) % WARPS]));
         __syncthreads();
         const float s = qm::int8_scale(amax, p.q_multiplier);
         const float inv = 1.0f / s;
@@ -205,8 +228,9 @@ __global__ void __launch_bounds__(kAttnThreads)
             const int d = c * 32 + lane;
             float x = 0.f;
             if (ri.valid && d < p.D) {
-              x = dev::load_as_float(p.q, b * p.q_stride[0] + ri.h * p.q_stride[1] +
-                                              ri.i * p.q_stride[2] + d * p.q_stride[3], p.dtype);
+              x = dev::bits16_to_float(static_cast<const uint16_t*>(p.q)[
+                                            b * p.q_stride[0] + ri.h * p.q_stride[1] +
+                                            ri.i * p.q_stride[2] + d * p.q_stride[3]], p.dtype);
               if (alpha != nullptr) x /= alpha[d];
             }
             sQ[T::QTile::offset(r_local, d)] = static_cast<uint8_t>(qm::quantize_int8(x, inv));
@@ -360,10 +384,10 @@ __global__ void __launch_bounds__(kAttnThreads)
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const float ks0 = sKs[n * 8 + 2 * t4], ks1 = sKs[n * 8 + 2 * t4 + 1];
-        s[n][0] = static_cast<float>(si[n][0]) * (q_scale_row[0] * ks0);
-        s[n][1] = static_cast<float>(si[n][1]) * (q_scale_row[0] * ks1);
-        s[n][2] = static_cast<float>(si[n][2]) * (q_scale_row[1] * ks0);
-        s[n][3] = static_cast<float>(si[n][3]) * (q_scale_row[1] * ks1);
+        s[n][0] = dev::small_int_to_float(si[n][0]) * (q_scale_row[0] * ks0);
+        s[n][1] = dev::small_int_to_float(si[n][1]) * (q_scale_row[0] * ks1);
+        s[n][2] = dev::small_int_to_float(si[n][2]) * (q_scale_row[1] * ks0);
+        s[n][3] = dev::small_int_to_float(si[n][3]) * (q_scale_row[1] * ks1);
       }
     } else {
 #pragma unroll
@@ -533,16 +557,26 @@ __global__ void __launch_bounds__(kAttnThreads)
 }
 
 // Launch one instantiation (sets the dynamic shared-memory limit on first use).
-template <int ARCH, int DPAD, int MODE, bool BF16>
-cudaError_t launch_attention_instance(const AttnKernelParams& p, cudaStream_t stream) {
-  using T = AttnTraits<DPAD, MODE, BF16>;
-  auto kernel = attention_kernel<ARCH, DPAD, MODE, BF16>;
+template <int ARCH, int DPAD, int MODE, bool BF16, int WARPS>
+cudaError_t launch_attention_warps(const AttnKernelParams& p, cudaStream_t stream) {
+  using T = AttnTraits<DPAD, MODE, BF16, WARPS>;
+  auto kernel = attention_kernel<ARCH, DPAD, MODE, BF16, WARPS>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(p.m_tiles) * p.B * p.Hkv, p.num_splits);
-  kernel<<<grid, kAttnThreads, T::kSmemBytes, stream>>>(p);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Prefill CTAs have 8 warps (128 rows); the INT8 modes also have a 1-warp (16-row) CTA for
+// kv-heads with at most 16 query rows (decode), which the host picks via p.block_m.
+template <int ARCH, int DPAD, int MODE, bool BF16>
+cudaError_t launch_attention_instance(const AttnKernelParams& p, cudaStream_t stream) {
+  if constexpr (MODE != kModeExact) {
+    if (p.block_m == 16) return launch_attention_warps<ARCH, DPAD, MODE, BF16, 1>(p, stream);
+  }
+  return launch_attention_warps<ARCH, DPAD, MODE, BF16, 8>(p, stream);
 }
 
 // Head-dim dispatch over the padded sizes 32..256 for one arch and mode.

@@ -14,10 +14,9 @@
 
 namespace int8attn {
 
-constexpr int kAttnBlockM = 128;  // query rows per CTA (8 warps x 16)
+constexpr int kAttnBlockM = 128;  // query rows per prefill CTA (8 warps x 16)
+constexpr int kAttnDecodeBlockM = 16;  // query rows per decode CTA (1 warp)
 constexpr int kAttnBlockN = 64;   // keys per tile
-constexpr int kAttnThreads = 256;
-constexpr int kQuantRows = 64;    // rows per Q scale in PER_BLOCK granularity (qm::kQuantBlock)
 
 // Logical position of physical key j (0..31) inside a 32-key group of FAST's V^T layout.
 inline __host__ __device__ int fp8_v_logical_position(int j) {
@@ -47,6 +46,7 @@ struct AttnKernelParams {
 
   int B = 0, Hq = 0, Hkv = 0, G = 1, Nq = 0, Nk = 0, D = 0;
   int row_pitch = 0;  // rows of the packed M dimension per q-head of a group (>= Nq)
+  int block_m = kAttnBlockM;  // rows per CTA: kAttnBlockM, or kAttnDecodeBlockM (INT8 modes)
   int m_tiles = 0;    // CTAs along M per (b, kv-head)
 
   const int32_t* k_lengths = nullptr;

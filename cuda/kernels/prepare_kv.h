@@ -1,7 +1,8 @@
 // Host-callable launchers of the K/V preparation kernels (cuda/kernels/prepare_kv.cu).
 //
-// Forward:  kv_stats (one read of K and V, per-channel partial sums / max / min per 64 tokens)
-//           -> kv_reduce (means, V scales, balancing factors per canonical head)
+// Forward:  kv_stats (one read of K and V: per-channel sum / max / min, reduced per CTA and
+//           accumulated with atomics per canonical head; q_stats likewise for max |q| when
+//           balancing) -> kv_finalize (means, V scales, balancing factors)
 //           -> kv_quantize (second read of K and V, mostly from L2: INT8 K + per-key scales,
 //              V as fp16 or as transposed, key-permuted FP8 — the layouts of attention_params.h).
 // Cache:    the first append runs all three into the cache's own buffers; later appends run
@@ -51,11 +52,18 @@ struct KvPrepParams {
   int64_t key_offset = 0;  // where token 0 of the source lands (cache appends)
   bool fill_tail = true;   // also zero the padding keys up to nk_pad (forward buffers)
 
-  float* partials = nullptr;  // scratch: kv_stats_partials_floats(...) floats
+  float* partials = nullptr;  // scratch accumulators: kv_stats_partial_floats(...) floats
+  int sm_count = 132;         // the device's SMs: sizes the statistics grid
 };
 
 int64_t kv_stats_partial_floats(int heads, int n, int nq, int dpad);
+// The launchers pick the 16-byte fast path (prepare_kv_vec.cu) when it applies.
 cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream);
 cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream);
+
+// Fast path: fp16/bf16 with unit channel stride and 16-byte aligned rows (prepare_kv_vec.cu).
+bool kv_prep_vectorizable(const KvPrepParams& p);
+cudaError_t launch_kv_stats_vec(const KvPrepParams& p, int tokens_per_cta, cudaStream_t stream);
+cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t stream);
 
 }  // namespace int8attn

@@ -505,7 +505,7 @@ pub const INT8ATTN_MODE_BALANCED: int8attn_mode_values = 2;
 pub const INT8ATTN_MODE_FAST: int8attn_mode_values = 3;
 #[doc = " @brief Precision modes (`mode` fields)."]
 pub type int8attn_mode_values = u32;
-#[doc = "< Q per token, K per block of 64 tokens."]
+#[doc = "< Per token (for Q and for K)."]
 pub const INT8ATTN_GRANULARITY_DEFAULT: int8attn_granularity_values = 0;
 #[doc = "< One scale per 64 consecutive tokens of a head."]
 pub const INT8ATTN_GRANULARITY_PER_BLOCK: int8attn_granularity_values = 1;
@@ -521,10 +521,12 @@ pub const INT8ATTN_FLAG_SMOOTH_K: int8attn_flag_values = 1;
 pub const INT8ATTN_FLAG_SMOOTH_V: int8attn_flag_values = 2;
 #[doc = " Channel balancing: scale channel c of Q by 1/α_c and of K by α_c, with"]
 #[doc = "  α_c = sqrt(max|q_c| / max|k_c|), before quantizing (q·k is unchanged). Helps inputs with"]
-#[doc = "  outlier channels in only one of Q and K. Off by default."]
+#[doc = "  outlier channels in only one of Q and K. On by default for int8attn_forward() (not"]
+#[doc = "  applicable to a cache, whose K is quantized before any Q is seen)."]
 pub const INT8ATTN_FLAG_BALANCE_CHANNELS: int8attn_flag_values = 4;
 #[doc = " Disable the defaults above: only flags given explicitly apply. Without this flag,"]
-#[doc = "  SMOOTH_K | SMOOTH_V are added to whatever is passed."]
+#[doc = "  SMOOTH_K | SMOOTH_V (and BALANCE_CHANNELS for int8attn_forward()) are added to whatever"]
+#[doc = "  is passed."]
 pub const INT8ATTN_FLAG_EXPLICIT: int8attn_flag_values = 1073741824;
 #[doc = " @brief Numerical refinement flags (`flags` fields). All are exact transformations."]
 pub type int8attn_flag_values = u32;
@@ -846,9 +848,10 @@ pub struct int8attn_forward_params_t {
     pub causal: i32,
     #[doc = "< ::int8attn_granularity_values for Q; default per token."]
     pub q_granularity: i32,
-    #[doc = "< ::int8attn_granularity_values for K; default per 64-token block."]
+    #[doc = "< ::int8attn_granularity_values for K; default per token."]
     pub k_granularity: i32,
-    #[doc = "< ::int8attn_flag_values; default 0 (= SMOOTH_K | SMOOTH_V)."]
+    #[doc = "< ::int8attn_flag_values; default 0 (= SMOOTH_K | SMOOTH_V |"]
+    #[doc = "BALANCE_CHANNELS; a cache forward: SMOOTH_K | SMOOTH_V)."]
     pub flags: u32,
     #[doc = "< Multiplier in (0, 1] of the INT8 scales; default 1. A policy's"]
     #[doc = "multiplier for the timestep is applied on top of it."]

@@ -1,0 +1,290 @@
+// The fast path of K/V preparation: fp16/bf16 K and V whose channels are contiguous and whose
+// rows start on 16-byte boundaries (HND, NHD and most framework layouts). Each thread moves 16
+// bytes (8 channels of one token) per load or store, several rows at a time, so enough bytes are
+// in flight to stream K and V at memory bandwidth; per-token and per-channel reductions go
+// through shared-memory atomics. Same maths and outputs as the general kernels in prepare_kv.cu
+// (see prepare_kv.h), which serve any other strides.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "common/quant_math.h"
+#include "device/atomics.cuh"
+#include "device/mma.cuh"
+#include "kernels/attention_params.h"
+#include "kernels/prepare_kv.h"
+
+namespace int8attn {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTokens = 64;         // tokens per quantization tile
+constexpr int kMaxItems = 8;        // (token, 8-channel chunk) items per thread: 64·256/8/256
+constexpr int kStats = 6;           // sumK, maxK, minK, sumV, maxV, minV (as prepare_kv.cu)
+
+__device__ __forceinline__ int valid_tokens(const KvPrepParams& p, int b) {
+  if (p.k_lengths == nullptr) return p.n;
+  const int v = p.k_lengths[b * p.k_lengths_stride];
+  return v < 0 ? 0 : (v > p.n ? p.n : v);
+}
+
+__device__ __forceinline__ int64_t row_offset(const int64_t (&s)[4], int b, int h, int j) {
+  return b * s[0] + h * s[1] + static_cast<int64_t>(j) * s[2];
+}
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* src, float (&x)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = dev::to_float(e[i]);
+}
+
+// Per-channel statistics over a token range: thread (row r, chunk c) walks rows r, r+steps, ...
+template <typename T>
+__global__ void __launch_bounds__(kThreads) kv_stats_vec_kernel(const KvPrepParams p,
+                                                                int tokens_per_cta) {
+  __shared__ float s_acc[kStats][256];
+  const T* K = static_cast<const T*>(p.k);
+  const T* V = static_cast<const T*>(p.v);
+  const int head = blockIdx.y, b = head / p.heads_h, h = head % p.heads_h;
+  for (int e = threadIdx.x; e < kStats * 256; e += kThreads) {
+    const int stat = e / 256;
+    s_acc[stat][e % 256] = (stat == 1 || stat == 4) ? -INFINITY
+                           : (stat == 2 || stat == 5) ? INFINITY : 0.f;
+  }
+  __syncthreads();
+  const int cpr = p.D / 8, steps = kThreads / cpr;
+  const int c = threadIdx.x % cpr, r = threadIdx.x / cpr;
+  const int j0 = blockIdx.x * tokens_per_cta;
+  const int j1 = min(j0 + tokens_per_cta, valid_tokens(p, b));
+  if (r < steps && j0 < j1) {
+    float sk[8], mxk[8], mnk[8], sv[8], mxv[8], mnv[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sk[i] = sv[i] = 0.f;
+      mxk[i] = mxv[i] = -INFINITY;
+      mnk[i] = mnv[i] = INFINITY;
+    }
+#pragma unroll 4
+    for (int j = j0 + r; j < j1; j += steps) {
+      float kx[8], vx[8];
+      load8(K + row_offset(p.k_stride, b, h, j) + c * 8, kx);
+      load8(V + row_offset(p.v_stride, b, h, j) + c * 8, vx);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        sk[i] += kx[i];
+        mxk[i] = fmaxf(mxk[i], kx[i]);
+        mnk[i] = fminf(mnk[i], kx[i]);
+        sv[i] += vx[i];
+        mxv[i] = fmaxf(mxv[i], vx[i]);
+        mnv[i] = fminf(mnv[i], vx[i]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int d = c * 8 + i;
+      atomicAdd(&s_acc[0][d], sk[i]);
+      dev::atomic_max_float(&s_acc[1][d], mxk[i]);
+      dev::atomic_min_float(&s_acc[2][d], mnk[i]);
+      atomicAdd(&s_acc[3][d], sv[i]);
+      dev::atomic_max_float(&s_acc[4][d], mxv[i]);
+      dev::atomic_min_float(&s_acc[5][d], mnv[i]);
+    }
+  }
+  __syncthreads();
+  if (j0 >= j1) return;
+  float* acc = p.partials + static_cast<int64_t>(head) * (kStats + 1) * p.dpad;
+  for (int e = threadIdx.x; e < kStats * p.D; e += kThreads) {
+    const int stat = e / p.D, d = e % p.D;
+    float* a = acc + stat * p.dpad + d;
+    const float v = s_acc[stat][d];
+    if (stat == 1 || stat == 4) dev::atomic_max_float(a, v);
+    else if (stat == 2 || stat == 5) dev::atomic_min_float(a, v);
+    else atomicAdd(a, v);
+  }
+}
+
+// Quantize one 64-token tile: items are (token, 8-channel chunk) pairs over the padded width.
+template <typename T>
+__global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepParams p) {
+  extern __shared__ __align__(16) uint8_t s_vt[];  // FAST: [64 tokens][dpad] E4M3 staging
+  __shared__ float s_amax[kTokens];
+  __shared__ float s_mu_k[256], s_alpha[256], s_mu_v[256], s_inv_sv[256];
+  __shared__ float s_block_amax;
+  const T* K = static_cast<const T*>(p.k);
+  const T* V = static_cast<const T*>(p.v);
+  const int tile = blockIdx.x, head = blockIdx.y, b = head / p.heads_h, h = head % p.heads_h;
+  const int valid = valid_tokens(p, b);
+  const int64_t hoff = static_cast<int64_t>(head) * p.dpad;
+  const bool quant = p.mode != 1;
+  const int cpr = p.D / 8, cpad = p.dpad / 8, items = kTokens * cpad;
+  for (int d = threadIdx.x; d < p.dpad; d += kThreads) {
+    const bool live = quant && d < p.D;
+    s_mu_k[d] = live && p.k_mean != nullptr ? p.k_mean[hoff + d] : 0.f;
+    s_alpha[d] = live && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f;
+    s_mu_v[d] = live ? p.v_mean[hoff + d] : 0.f;
+    s_inv_sv[d] = live ? 1.0f / p.v_scale[hoff + d] : 0.f;
+  }
+  if (threadIdx.x < kTokens) s_amax[threadIdx.x] = 0.f;
+  __syncthreads();
+
+  // Which items this thread owns, and where they go.
+  auto item_token = [&](int it) { return it / cpad; };
+  auto item_chunk = [&](int it) { return it % cpad; };
+  auto dest_key = [&](int tok) { return p.key_offset + static_cast<int64_t>(tile) * kTokens + tok; };
+  auto writes = [&](int tok) {  // warp-divergent but cheap: padding tokens of a forward buffer
+    const int j = tile * kTokens + tok;
+    return (j < p.n || p.fill_tail) && dest_key(tok) < p.nk_pad;
+  };
+
+  if (!quant) {  // EXACT: 16-byte copies in the input dtype, zero padding
+    for (int it = threadIdx.x; it < items; it += kThreads) {
+      const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
+      if (!writes(tok)) continue;
+      uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
+      if (j < p.n && c < cpr) {
+        kraw = *reinterpret_cast<const uint4*>(K + row_offset(p.k_stride, b, h, j) + c * 8);
+        vraw = *reinterpret_cast<const uint4*>(V + row_offset(p.v_stride, b, h, j) + c * 8);
+      }
+      const int64_t row = (static_cast<int64_t>(head) * p.nk_pad + dest_key(tok)) * p.dpad;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_out) + row + c * 8) = kraw;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_out) + row + c * 8) = vraw;
+    }
+    return;
+  }
+
+  // Pass 1: K values (smoothed, balanced) kept in registers; per-token absmax in shared memory.
+  float kx[kMaxItems][8];
+#pragma unroll
+  for (int k = 0; k < kMaxItems; ++k) {
+    const int it = threadIdx.x + k * kThreads;
+    const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
+    float amax = 0.f;
+    if (it < items && j < p.n && c < cpr) {
+      load8(K + row_offset(p.k_stride, b, h, j) + c * 8, kx[k]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        kx[k][i] = (kx[k][i] - s_mu_k[c * 8 + i]) * s_alpha[c * 8 + i];
+        amax = fmaxf(amax, fabsf(kx[k][i]));
+      }
+      atomicMax(reinterpret_cast<int*>(&s_amax[tok]), __float_as_int(amax));  // amax >= 0
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) kx[k][i] = 0.f;
+    }
+  }
+  __syncthreads();
+  if (!p.k_per_token) {
+    if (threadIdx.x < 32) {
+      float m = 0.f;
+      for (int t = threadIdx.x; t < kTokens; t += 32)
+        if (tile * kTokens + t < valid) m = fmaxf(m, s_amax[t]);
+      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      if (threadIdx.x == 0) s_block_amax = m;
+    }
+    __syncthreads();
+  }
+
+  // Pass 2: INT8 K (8 bytes per item) and its per-key scale.
+#pragma unroll
+  for (int k = 0; k < kMaxItems; ++k) {
+    const int it = threadIdx.x + k * kThreads;
+    if (it >= items) continue;
+    const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
+    if (!writes(tok)) continue;
+    const bool in_src = j < p.n;
+    const float scale =
+        qm::int8_scale(p.k_per_token ? s_amax[tok] : s_block_amax, p.k_multiplier);
+    const float inv = 1.0f / scale;
+    uint32_t w[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t q = static_cast<uint8_t>(qm::quantize_int8(kx[k][i], inv));
+      w[i / 4] |= q << (8 * (i % 4));
+    }
+    const int64_t krow = static_cast<int64_t>(head) * p.nk_pad + dest_key(tok);
+    *reinterpret_cast<uint2*>(static_cast<int8_t*>(p.k_out) + krow * p.dpad + c * 8) =
+        make_uint2(w[0], w[1]);
+    if (c == 0) p.k_scale[krow] = in_src ? scale : 1.0f;
+  }
+
+  // Pass 3: V, streamed: fp16 rows (BALANCED) or E4M3 staged for the transposed layout (FAST).
+  const bool fast = p.mode == 3;
+  for (int it = threadIdx.x; it < items; it += kThreads) {
+    const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
+    float y[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (j < p.n && c < cpr) {
+      load8(V + row_offset(p.v_stride, b, h, j) + c * 8, y);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) y[i] = (y[i] - s_mu_v[c * 8 + i]) * s_inv_sv[c * 8 + i];
+    }
+    if (fast) {
+      uint32_t w[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        w[i] = dev::pack4_e4m3(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
+      *reinterpret_cast<uint2*>(s_vt + tok * p.dpad + c * 8) = make_uint2(w[0], w[1]);
+    } else if (writes(tok)) {
+      uint4 out;
+      uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[i] = dev::pack2<false>(y[2 * i], y[2 * i + 1]);
+      const int64_t krow = static_cast<int64_t>(head) * p.nk_pad + dest_key(tok);
+      *reinterpret_cast<uint4*>(static_cast<__half*>(p.v_out) + krow * p.dpad + c * 8) = out;
+    }
+  }
+  if (fast) {
+    // Transposed, key-permuted FP8 V: row d holds the keys of this head at logical positions.
+    __syncthreads();
+    uint8_t* vo = static_cast<uint8_t*>(p.v_out) + static_cast<int64_t>(head) * p.dpad * p.nk_pad;
+    for (int e = threadIdx.x; e < p.dpad * kTokens; e += kThreads) {
+      const int d = e / kTokens, tok = e % kTokens;
+      if (!writes(tok)) continue;
+      const int64_t dk = dest_key(tok);
+      const int64_t col = (dk & ~int64_t(31)) + fp8_v_logical_position(static_cast<int>(dk & 31));
+      vo[d * p.nk_pad + col] = s_vt[tok * p.dpad + d];
+    }
+  }
+}
+
+bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
+
+}  // namespace
+
+bool kv_prep_vectorizable(const KvPrepParams& p) {
+  if (p.dtype != 1 && p.dtype != 2) return false;  // fp16 / bf16
+  if (p.k_stride[3] != 1 || p.v_stride[3] != 1 || p.D % 8 != 0) return false;
+  if (!aligned16(p.k) || !aligned16(p.v)) return false;
+  for (int i = 0; i < 3; ++i)
+    if (p.k_stride[i] % 8 != 0 || p.v_stride[i] % 8 != 0) return false;  // rows 16-byte aligned
+  return true;
+}
+
+cudaError_t launch_kv_stats_vec(const KvPrepParams& p, int tokens_per_cta, cudaStream_t s) {
+  const int heads = p.heads_b * p.heads_h;
+  const dim3 grid((p.n + tokens_per_cta - 1) / tokens_per_cta, heads);
+  dev::dispatch_dtype(p.dtype, [&](auto t) {
+    if constexpr (sizeof(t) == 2)
+      kv_stats_vec_kernel<decltype(t)><<<grid, kThreads, 0, s>>>(p, tokens_per_cta);
+    return 0;
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t s) {
+  const int heads = p.heads_b * p.heads_h;
+  const int64_t keys = p.fill_tail ? p.nk_pad - p.key_offset : p.n;
+  const dim3 grid(static_cast<unsigned>((keys + kTokens - 1) / kTokens), heads);
+  const size_t smem = p.mode == 3 ? static_cast<size_t>(kTokens) * p.dpad : 0;
+  dev::dispatch_dtype(p.dtype, [&](auto t) {
+    if constexpr (sizeof(t) == 2)
+      kv_quantize_vec_kernel<decltype(t)><<<grid, kThreads, smem, s>>>(p);
+    return 0;
+  });
+  return cudaGetLastError();
+}
+
+}  // namespace int8attn
