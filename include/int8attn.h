@@ -306,7 +306,8 @@ enum int8attn_mode_values {
   INT8ATTN_MODE_EXACT = 1,    /**< fp16/bf16 (fp32 on CPU) flash attention, no quantization. */
   INT8ATTN_MODE_BALANCED = 2, /**< INT8 Q·Kᵀ (K smoothed), P·V in fp16 with fp32 accumulation. */
   INT8ATTN_MODE_FAST = 3      /**< INT8 Q·Kᵀ, P and V in FP8 E4M3 (sm89/sm90; emulated on CPU),
-                                   two-level fp32 accumulation. */
+                                   two-level fp32 accumulation. On sm80/sm86 (no FP8 tensor
+                                   cores) a FAST forward runs as BALANCED. */
 };
 
 /** @brief Quantization scale granularity (`q_granularity`, `k_granularity`). */

@@ -97,8 +97,15 @@ __device__ __forceinline__ void tile_visibility(const AttnKernelParams& p, int b
   }
 }
 
+// Two 8-warp CTAs per SM where the registers allow (D <= 64): one CTA's softmax then overlaps
+// the other's matrix work (the kernel is latency-bound with one CTA per SM).
+template <int DPAD, int WARPS>
+constexpr int attention_min_blocks() {
+  return (DPAD <= 64 && WARPS == 8) ? 2 : 1;
+}
+
 template <int ARCH, int DPAD, int MODE, bool BF16, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS)
+__global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>()))
     attention_kernel(const __grid_constant__ AttnKernelParams p) {
   using T = AttnTraits<DPAD, MODE, BF16, WARPS>;
   constexpr int kAttnBlockM = T::kBM;
