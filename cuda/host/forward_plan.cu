@@ -80,8 +80,11 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   // Few rows per kv-head (decode, small GQA groups): one-warp CTAs, so the split-KV grid is not
   // spent on empty rows.
   const int64_t rows = static_cast<int64_t>(a.G) * a.row_pitch;
+  // Head dims above 64 need ~220 registers a thread: one 8-warp CTA per SM, whose warps run in
+  // lockstep; two 4-warp CTAs of 64 rows run out of phase instead (one's softmax overlaps the
+  // other's matrix work).
   a.block_m = (!exact && !a.q_per_block && rows <= kAttnDecodeBlockM) ? kAttnDecodeBlockM
-                                                                       : kAttnBlockM;
+              : (plan.dpad > 64 ? kAttnMidBlockM : kAttnBlockM);
   a.m_tiles = static_cast<int>((rows + a.block_m - 1) / a.block_m);
 
   if (cache_params == nullptr) {

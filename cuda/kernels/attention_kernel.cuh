@@ -97,11 +97,37 @@ __device__ __forceinline__ void tile_visibility(const AttnKernelParams& p, int b
   }
 }
 
+// S = Q·Kᵀ for one warp's 16 rows x 64 keys (8 n-tiles of 8 keys): INT8 m16n8k32 into int
+// accumulators, or fp16/bf16 m16n8k16 into float ones. K comes from the swizzled smem tile.
+template <typename T, bool BF16, typename Acc>
+__device__ __forceinline__ void qk_tile(Acc (&acc)[8][4], const uint32_t (&qf)[T::kKSteps][4],
+                                        const uint8_t* sK, int lane) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = Acc(0);
+#pragma unroll
+  for (int kk = 0; kk < T::kKSteps; ++kk) {
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t kf[4];
+      const int m = lane >> 3;
+      const int key = np * 16 + (m >> 1) * 8 + (lane & 7);
+      dev::ldmatrix_x4(kf, sK + T::QTile::offset(key, kk * 32 + (m & 1) * 16));
+      if constexpr (T::kInt8QK) {
+        dev::mma_s8(acc[2 * np], qf[kk], kf[0], kf[1]);
+        dev::mma_s8(acc[2 * np + 1], qf[kk], kf[2], kf[3]);
+      } else {
+        dev::mma_16816<BF16>(acc[2 * np], qf[kk], kf[0], kf[1]);
+        dev::mma_16816<BF16>(acc[2 * np + 1], qf[kk], kf[2], kf[3]);
+      }
+    }
+  }
+}
+
 // Two 8-warp CTAs per SM where the registers allow (D <= 64): one CTA's softmax then overlaps
 // the other's matrix work (the kernel is latency-bound with one CTA per SM).
 template <int DPAD, int WARPS>
 constexpr int attention_min_blocks() {
-  return (DPAD <= 64 && WARPS == 8) ? 2 : 1;
+  return ((DPAD <= 64 && WARPS == 8) || WARPS == 4) ? 2 : 1;
 }
 
 template <int ARCH, int DPAD, int MODE, bool BF16, int WARPS>
@@ -374,20 +400,7 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     float s[8][4];
     if constexpr (T::kInt8QK) {
       int si[8][4];
-#pragma unroll
-      for (int n = 0; n < 8; ++n) si[n][0] = si[n][1] = si[n][2] = si[n][3] = 0;
-#pragma unroll
-      for (int kk = 0; kk < T::kKSteps; ++kk) {
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t kf[4];
-          const int m = lane >> 3;
-          const int key = np * 16 + (m >> 1) * 8 + (lane & 7);
-          dev::ldmatrix_x4(kf, sK + T::QTile::offset(key, kk * 32 + (m & 1) * 16));
-          dev::mma_s8(si[2 * np], qf[kk], kf[0], kf[1]);
-          dev::mma_s8(si[2 * np + 1], qf[kk], kf[2], kf[3]);
-        }
-      }
+      qk_tile<T, BF16>(si, qf, sK, lane);
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
         const float ks0 = sKs[n * 8 + 2 * t4], ks1 = sKs[n * 8 + 2 * t4 + 1];
@@ -397,20 +410,7 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         s[n][3] = dev::small_int_to_float(si[n][3]) * (q_scale_row[1] * ks1);
       }
     } else {
-#pragma unroll
-      for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < T::kKSteps; ++kk) {
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          uint32_t kf[4];
-          const int m = lane >> 3;
-          const int key = np * 16 + (m >> 1) * 8 + (lane & 7);
-          dev::ldmatrix_x4(kf, sK + T::QTile::offset(key, kk * 32 + (m & 1) * 16));
-          dev::mma_16816<BF16>(s[2 * np], qf[kk], kf[0], kf[1]);
-          dev::mma_16816<BF16>(s[2 * np + 1], qf[kk], kf[2], kf[3]);
-        }
-      }
+      qk_tile<T, BF16>(s, qf, sK, lane);
 #pragma unroll
       for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -582,6 +582,9 @@ template <int ARCH, int DPAD, int MODE, bool BF16>
 cudaError_t launch_attention_instance(const AttnKernelParams& p, cudaStream_t stream) {
   if constexpr (MODE != kModeExact) {
     if (p.block_m == 16) return launch_attention_warps<ARCH, DPAD, MODE, BF16, 1>(p, stream);
+  }
+  if constexpr (DPAD > 64) {
+    if (p.block_m == 64) return launch_attention_warps<ARCH, DPAD, MODE, BF16, 4>(p, stream);
   }
   return launch_attention_warps<ARCH, DPAD, MODE, BF16, 8>(p, stream);
 }

@@ -15,6 +15,7 @@
 namespace int8attn {
 
 constexpr int kAttnBlockM = 128;  // query rows per prefill CTA (8 warps x 16)
+constexpr int kAttnMidBlockM = 64;     // query rows per CTA for head dims > 64 (4 warps)
 constexpr int kAttnDecodeBlockM = 16;  // query rows per decode CTA (1 warp)
 constexpr int kAttnBlockN = 64;   // keys per tile
 
@@ -46,7 +47,7 @@ struct AttnKernelParams {
 
   int B = 0, Hq = 0, Hkv = 0, G = 1, Nq = 0, Nk = 0, D = 0;
   int row_pitch = 0;  // rows of the packed M dimension per q-head of a group (>= Nq)
-  int block_m = kAttnBlockM;  // rows per CTA: kAttnBlockM, or kAttnDecodeBlockM (INT8 modes)
+  int block_m = kAttnBlockM;  // rows per CTA: 128, 64 (head dims > 64) or 16 (decode, INT8)
   int m_tiles = 0;    // CTAs along M per (b, kv-head)
 
   const int32_t* k_lengths = nullptr;
