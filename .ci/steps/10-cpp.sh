@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # C/C++: the README's test command (CUDA code compiled for sm_90a when nvcc exists, so a compile
-# break fails CI even without a GPU), then install into a temporary prefix and build + run a tiny
+# break fails CI even without a GPU) and its main job, then install into a temporary prefix and build + run a tiny
 # consumer through find_package(int8attn) and through pkg-config.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -10,6 +10,14 @@ fi
 command -v nvcc >/dev/null 2>&1 && echo "nvcc: $(nvcc --version | tail -1)" || echo "nvcc: not found (CPU-only build)"
 
 INT8ATTN_CUDA_ARCHS=90a bash scripts/test.sh
+
+# The README's other command, the main job (same build; CPU backend here): it must run and
+# print one result line per precision mode.
+demo_out=$(INT8ATTN_CUDA_ARCHS=90a bash scripts/demo.sh --mode all --repeats 3 2>&1)
+echo "$demo_out" | tail -n 8
+for mode in EXACT BALANCED FAST; do
+  echo "$demo_out" | grep -qE "^(cpu|cuda) +$mode " || { echo "demo.sh printed no $mode line"; exit 1; }
+done
 
 build=${BUILD_DIR:-$PWD/build}
 work=$(mktemp -d)
