@@ -29,7 +29,10 @@
  *   Different contexts are independent.
  * - A timestep policy is immutable after creation except through int8attn_policy_set_mode();
  *   concurrent reads (int8attn_policy_get(), forward calls) are safe while nobody modifies it.
- * - A K/V cache must not be written (write/append/reset) concurrently with any other use of it.
+ * - A K/V cache must not be written (append/reset) concurrently with any other use of it. A cache
+ *   uses the context it was created with (its workspace, for the first append's statistics), so
+ *   int8attn_kv_cache_append() counts as a call on that context: do not run it concurrently with
+ *   other calls on the same context.
  * - int8attn_last_error() is per thread: read it on the thread whose call failed.
  */
 #ifndef INT8ATTN_H
