@@ -11,7 +11,7 @@ import torch
 import int8attn
 
 SHAPES = {"flux_1024px": (1, 24, 24, 4608, 4608, 128), "decode_b16_nk32k": (16, 32, 8, 1, 32768, 128),
-          "square_8k_d64": (4, 32, 32, 8192, 8192, 64)}
+          "square_8k_d64": (4, 32, 32, 8192, 8192, 64), "square_8k_d128": (4, 32, 32, 8192, 8192, 128)}
 name, mode = sys.argv[1], sys.argv[2]
 B, Hq, Hkv, Nq, Nk, D = SHAPES[name]
 q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)

@@ -9,6 +9,9 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 command -v nvcc >/dev/null 2>&1 && echo "nvcc: $(nvcc --version | tail -1)" || echo "nvcc: not found (CPU-only build)"
 
+# Generated sources are up to date with their generator.
+python3 tools/codegen/gen_wgmma_ops.py --check
+
 INT8ATTN_CUDA_ARCHS=90a bash scripts/test.sh
 
 # The README's other command, the main job (same build; CPU backend here): it must run and

@@ -29,6 +29,7 @@ cudaError_t launch_attention(const ForwardPlan& plan, const DeviceInfo& dev, cud
   (void)cc;
 #if defined(INT8ATTN_HAVE_SM90)
   if (dev.cc_major == 9) {
+    if (plan.sm90_wgmma) return launch_attention_sm90_wgmma(a, plan.dpad, mode, s);
     if (mode == INT8ATTN_MODE_EXACT) return launch_attention_sm90_exact(a, plan.dpad, plan.bf16, s);
     if (mode == INT8ATTN_MODE_BALANCED) return launch_attention_sm90_balanced(a, plan.dpad, s);
     return launch_attention_sm90_fast(a, plan.dpad, s);

@@ -13,11 +13,10 @@ namespace {
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Split the key range when the (b, kv-head, m-tile) grid alone cannot fill the GPU (decode,
-// small batches): aim for two 8-warp CTAs or four 1-warp CTAs per SM (what fits beside each
-// other in shared memory), at least 4 key tiles per split.
-void choose_splits(AttnKernelParams& a, int64_t key_tiles, const DeviceInfo& dev) {
+// small batches): aim for `target` CTAs (what fits beside each other on all SMs), at least 4
+// key tiles per split.
+void choose_splits(AttnKernelParams& a, int64_t key_tiles, int64_t target) {
   const int64_t base = static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv;
-  const int64_t target = (a.block_m == kAttnDecodeBlockM ? 4LL : 2LL) * dev.sm_count;
   int64_t splits = 1;
   if (base < target && key_tiles >= 8) {
     splits = std::min<int64_t>((target + base - 1) / base, key_tiles / 4);
@@ -29,6 +28,19 @@ void choose_splits(AttnKernelParams& a, int64_t key_tiles, const DeviceInfo& dev
 }
 
 }  // namespace
+
+bool sm90_wgmma_eligible(const ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
+#if defined(INT8ATTN_HAVE_SM90)
+  return dev.cc_major == 9 && plan.kernel_mode != INT8ATTN_MODE_EXACT &&
+         (plan.dpad == 64 || plan.dpad == 128) && p.block_mask == nullptr &&
+         p.q_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
+#else
+  (void)plan;
+  (void)p;
+  (void)dev;
+  return false;
+#endif
+}
 
 int kernel_mode_for(int api_mode, const DeviceInfo& dev) {
   const bool fp8 = dev.cc_major > 8 || (dev.cc_major == 8 && dev.cc_minor >= 9);
@@ -83,7 +95,10 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   // Head dims above 64 need ~220 registers a thread: one 8-warp CTA per SM, whose warps run in
   // lockstep; two 4-warp CTAs of 64 rows run out of phase instead (one's softmax overlaps the
   // other's matrix work).
-  a.block_m = (!exact && !a.q_per_block && rows <= kAttnDecodeBlockM) ? kAttnDecodeBlockM
+  // On Hopper the warp-specialised wgmma kernel takes the prefill cases it was written for.
+  plan.sm90_wgmma = sm90_wgmma_eligible(plan, p, dev) && rows > kAttnDecodeBlockM;
+  a.block_m = plan.sm90_wgmma ? 64 * sm90_consumer_warpgroups(plan.dpad)
+              : (!exact && !a.q_per_block && rows <= kAttnDecodeBlockM) ? kAttnDecodeBlockM
               : (plan.dpad > 64 ? kAttnMidBlockM : kAttnBlockM);
   a.m_tiles = static_cast<int>((rows + a.block_m - 1) / a.block_m);
 
@@ -153,7 +168,10 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     a.nk_pad = nk_pad;
   }
 
-  choose_splits(a, (a.Nk + kAttnBlockN - 1) / kAttnBlockN, dev);
+  // Two 8-warp (or 4-warp) CTAs, four 1-warp decode CTAs or one warp-specialised CTA per SM.
+  const int tile_n = plan.sm90_wgmma ? kSm90BlockN : kAttnBlockN;
+  const int64_t per_sm = plan.sm90_wgmma ? 1 : (a.block_m == kAttnDecodeBlockM ? 4 : 2);
+  choose_splits(a, (a.Nk + tile_n - 1) / tile_n, per_sm * dev.sm_count);
   if (a.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(a.B) * a.Hq * a.Nq;
     a.part_o = ws.take<float>(a.num_splits * rows * a.D);

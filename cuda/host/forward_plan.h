@@ -21,6 +21,7 @@ struct ForwardPlan {
   int dpad = 0;
   int kernel_mode = 0;  // 1 EXACT, 2 BALANCED, 3 FAST (after the sm80 FAST -> BALANCED rule)
   bool bf16 = false;
+  bool sm90_wgmma = false;  // the warp-specialised sm90a kernel runs (else attention_kernel.cuh)
   AttnKernelParams attn;
   KvPrepParams prep;     // unused for a cache forward
   bool run_prep = false;
@@ -31,6 +32,11 @@ struct ForwardPlan {
 // supplies the canonical buffers (see kv_cache_cuda.h).
 ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* workspace,
                          const AttnKernelParams* cache_params);
+
+// Whether the sm90a wgmma kernel can run this problem on this device (compiled in; Hopper;
+// BALANCED/FAST; padded head dim 64 or 128; no block mask; per-token Q scales). Decode-sized
+// problems (<= 16 rows per kv-head) still go to the 1-warp kernel.
+bool sm90_wgmma_eligible(const ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev);
 
 // Kernel mode the device runs for an API mode (FAST needs FP8 tensor cores: sm89+).
 int kernel_mode_for(int api_mode, const DeviceInfo& dev);

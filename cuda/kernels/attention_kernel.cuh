@@ -20,11 +20,10 @@
 #include "common/quant_math.h"
 #include "device/mma.cuh"
 #include "device/swizzle.cuh"
+#include "kernels/attention_common.cuh"
 #include "kernels/attention_params.h"
 
 namespace int8attn {
-
-enum KernelMode : int { kModeExact = 1, kModeBalanced = 2, kModeFast = 3 };
 
 template <int DPAD, int MODE, bool BF16, int WARPS>
 struct AttnTraits {
@@ -47,31 +46,6 @@ struct AttnTraits {
   static constexpr int kDTiles = DPAD / 8;  // output n-tiles of 8 channels
   static constexpr bool kPvBf16 = (MODE == kModeExact) && BF16;  // BALANCED V is fp16
 };
-
-// Which keys of a row are visible: [0, hi) intersected with the block mask.
-struct RowInfo {
-  bool valid = false;
-  int i = 0, h = 0, hi = 0;
-};
-
-__device__ __forceinline__ RowInfo row_info(const AttnKernelParams& p, int hkv, int packed_row,
-                                            int L) {
-  RowInfo r;
-  const int g = packed_row / p.row_pitch;
-  r.i = packed_row - g * p.row_pitch;
-  r.valid = g < p.G && r.i < p.Nq;
-  r.h = hkv * p.G + (g < p.G ? g : 0);
-  r.hi = p.causal ? min(L, r.i + L - p.Nq + 1) : L;
-  if (!r.valid) r.hi = 0;
-  return r;
-}
-
-__device__ __forceinline__ bool mask_keep(const AttnKernelParams& p, int b, const RowInfo& r,
-                                          int j) {
-  const int64_t off = b * p.mask_stride[0] + r.h * p.mask_stride[1] +
-                      (r.i / p.mask_qb) * p.mask_stride[2] + (j / p.mask_kb) * p.mask_stride[3];
-  return p.mask[off] != 0;
-}
 
 // Visibility of key tile [j0, j0+64) for this thread's row (threads 0..63 own one row each).
 __device__ __forceinline__ void tile_visibility(const AttnKernelParams& p, int b,
@@ -163,81 +137,10 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
   // ---- prologue: load Q rows, (balance, ) quantize, stage in shared memory ----------------
   {
     float row_absmax[16];
+    stage_q_warp_rows<DPAD, T::kInt8QK, BF16, typename T::QTile>(
+        p, b, hkv, L, kv_head, m_tile * kAttnBlockM + warp * 16, warp * 16, sQ, sQScale, sLseShift,
+        lane, row_absmax);
     const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
-    const float* kmu = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD : nullptr;
-    // Per-channel constants of this lane's channels, loaded once.
-    float kmu_c[DPAD / 32], alpha_c[DPAD / 32];
-#pragma unroll
-    for (int c = 0; c < DPAD / 32; ++c) {
-      const int d = c * 32 + lane;
-      kmu_c[c] = (kmu != nullptr && d < p.D) ? kmu[d] : 0.f;
-      alpha_c[c] = (alpha != nullptr && d < p.D) ? alpha[d] : 1.f;
-    }
-    const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
-    // Four rows at a time: all their loads are issued before any reduction needs them.
-#pragma unroll
-    for (int r0 = 0; r0 < 16; r0 += 4) {
-      RowInfo ris[4];
-      float vals4[4][DPAD / 32];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        ris[u] = row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + r0 + u, L);
-        const int64_t base = b * p.q_stride[0] + ris[u].h * p.q_stride[1] + ris[u].i * p.q_stride[2];
-#pragma unroll
-        for (int c = 0; c < DPAD / 32; ++c) {
-          const int d = c * 32 + lane;
-          vals4[u][c] = (ris[u].valid && d < p.D)
-                            ? dev::bits16_to_float(q16[base + d * p.q_stride[3]], p.dtype)
-                            : 0.f;
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int rr = r0 + u;
-        const int r_local = warp * 16 + rr;
-        float* vals = vals4[u];
-        float amax = 0.f, shift = 0.f;
-#pragma unroll
-        for (int c = 0; c < DPAD / 32; ++c) {
-          shift += vals[c] * kmu_c[c];
-          vals[c] /= alpha_c[c];
-          amax = fmaxf(amax, fabsf(vals[c]));
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-          shift += __shfl_xor_sync(0xffffffffu, shift, o);
-        }
-        row_absmax[rr] = amax;
-        // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
-        if (lane == 0) sLseShift[r_local] = shift * p.sm_scale;
-        if constexpr (T::kInt8QK) {
-          if (!p.q_per_block) {
-            const float sc = qm::int8_scale(amax, p.q_multiplier);
-            const float inv = 1.0f / sc;
-#pragma unroll
-            for (int c = 0; c < DPAD / 32; ++c)
-              sQ[T::QTile::offset(r_local, c * 32 + lane)] =
-                  static_cast<uint8_t>(qm::quantize_int8(vals[c], inv));
-            if (lane == 0) sQScale[r_local] = sc * p.sm_scale_log2;
-          }
-        } else {
-#pragma unroll
-          for (int c = 0; c < DPAD / 32; ++c) {
-            const int byte = (c * 32 + lane) * 2;
-            uint16_t bits;
-            if constexpr (BF16) {
-              __nv_bfloat16 hv = __float2bfloat16_rn(vals[c]);
-              bits = *reinterpret_cast<uint16_t*>(&hv);
-            } else {
-              __half hv = __float2half_rn(vals[c]);
-              bits = *reinterpret_cast<uint16_t*>(&hv);
-            }
-            *reinterpret_cast<uint16_t*>(sQ + T::QTile::offset(r_local, byte)) = bits;
-          }
-        }
-      }
-    }
     if constexpr (T::kInt8QK) {
       if (p.q_per_block) {
         // One scale per 64 rows (row_pitch is a multiple of 64 in this mode, so each 64-row half
@@ -518,49 +421,8 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
   }
-  const float* vs = T::kInt8QK ? p.v_scale + kv_head * DPAD : nullptr;
-  const float* vm = T::kInt8QK ? p.v_mean + kv_head * DPAD : nullptr;
-#pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    const RowInfo& r = my_rows[rh];
-    if (!r.valid) continue;
-    const bool empty = !(l_run[rh] > 0.f);
-    const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
-    const float lse =
-        empty ? -INFINITY
-              : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f + lse_shift[rh];
-    if (p.num_splits > 1) {
-      const int64_t row = ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i;
-      float* dst = p.part_o + row * p.D;
-#pragma unroll
-      for (int dn = 0; dn < T::kDTiles; ++dn)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = dn * 8 + 2 * t4 + e;
-          if (c < p.D) {
-            float o = acc[dn][2 * rh + e] * inv_l;
-            if constexpr (T::kInt8QK) o = empty ? 0.f : o * vs[c] + vm[c];
-            dst[c] = o;
-          }
-        }
-      if (t4 == 0) p.part_lse[row] = lse;
-    } else {
-      const int64_t base = b * p.o_stride[0] + r.h * p.o_stride[1] + r.i * p.o_stride[2];
-#pragma unroll
-      for (int dn = 0; dn < T::kDTiles; ++dn)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = dn * 8 + 2 * t4 + e;
-          if (c < p.D) {
-            float o = acc[dn][2 * rh + e] * inv_l;
-            if constexpr (T::kInt8QK) o = empty ? 0.f : o * vs[c] + vm[c];
-            dev::store_from_float(p.o, base + c * p.o_stride[3], p.dtype, o);
-          }
-        }
-      if (p.lse != nullptr && t4 == 0)
-        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
-    }
-  }
+  write_output_rows<DPAD, T::kInt8QK>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
+                                      kv_head, t4);
 }
 
 // Launch one instantiation (sets the dynamic shared-memory limit on first use).

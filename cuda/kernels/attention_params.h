@@ -18,6 +18,12 @@ constexpr int kAttnBlockM = 128;  // query rows per prefill CTA (8 warps x 16)
 constexpr int kAttnMidBlockM = 64;     // query rows per CTA for head dims > 64 (4 warps)
 constexpr int kAttnDecodeBlockM = 16;  // query rows per decode CTA (1 warp)
 constexpr int kAttnBlockN = 64;   // keys per tile
+// The warp-specialised sm90a kernel (attention_sm90_kernel.cuh): 64 rows per consumer
+// warpgroup, 128-key tiles (its split-KV tiles_per_split counts these).
+constexpr int kSm90BlockN = 128;
+inline constexpr __host__ __device__ int sm90_consumer_warpgroups(int dpad) {
+  return dpad <= 64 ? 3 : 2;
+}
 
 // Logical position of physical key j (0..31) inside a 32-key group of FAST's V^T layout.
 inline __host__ __device__ int fp8_v_logical_position(int j) {

@@ -110,7 +110,10 @@ __global__ void __launch_bounds__(kThreads) kv_stats_vec_kernel(const KvPrepPara
 // Quantize one 64-token tile: items are (token, 8-channel chunk) pairs over the padded width.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepParams p) {
-  extern __shared__ __align__(16) uint8_t s_vt[];  // FAST: [64 tokens][dpad] E4M3 staging
+  // FAST: [64 tokens][dpad + 4] E4M3 staging; the 4-byte pad spreads a column's tokens over
+  // the banks for the transposing read below.
+  extern __shared__ __align__(16) uint8_t s_vt[];
+  __shared__ uint8_t s_token_of_col[32];  // inverse of fp8_v_logical_position
   __shared__ float s_amax[kTokens];
   __shared__ float s_mu_k[256], s_alpha[256], s_mu_v[256], s_inv_sv[256];
   __shared__ float s_block_amax;
@@ -129,7 +132,9 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
     s_inv_sv[d] = live ? 1.0f / p.v_scale[hoff + d] : 0.f;
   }
   if (threadIdx.x < kTokens) s_amax[threadIdx.x] = 0.f;
+  if (threadIdx.x < 32) s_token_of_col[fp8_v_logical_position(threadIdx.x)] = threadIdx.x;
   __syncthreads();
+  const int vt_pitch = p.dpad + 4;
 
   // Which items this thread owns, and where they go.
   auto item_token = [&](int it) { return it / cpad; };
@@ -226,7 +231,9 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
 #pragma unroll
       for (int i = 0; i < 2; ++i)
         w[i] = dev::pack4_e4m3(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
-      *reinterpret_cast<uint2*>(s_vt + tok * p.dpad + c * 8) = make_uint2(w[0], w[1]);
+      uint32_t* dst = reinterpret_cast<uint32_t*>(s_vt + tok * vt_pitch + c * 8);
+      dst[0] = w[0];
+      dst[1] = w[1];
     } else if (writes(tok)) {
       uint4 out;
       uint32_t* o = reinterpret_cast<uint32_t*>(&out);
@@ -240,12 +247,31 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
     // Transposed, key-permuted FP8 V: row d holds the keys of this head at logical positions.
     __syncthreads();
     uint8_t* vo = static_cast<uint8_t*>(p.v_out) + static_cast<int64_t>(head) * p.dpad * p.nk_pad;
-    for (int e = threadIdx.x; e < p.dpad * kTokens; e += kThreads) {
-      const int d = e / kTokens, tok = e % kTokens;
-      if (!writes(tok)) continue;
-      const int64_t dk = dest_key(tok);
-      const int64_t col = (dk & ~int64_t(31)) + fp8_v_logical_position(static_cast<int>(dk & 31));
-      vo[d * p.nk_pad + col] = s_vt[tok * p.dpad + d];
+    if (p.key_offset == 0 && p.fill_tail) {
+      // Whole 64-key tiles (forward buffers): 16 physical keys of one channel per 16-byte store.
+      const int64_t col0 = static_cast<int64_t>(tile) * kTokens;
+      for (int e = threadIdx.x; e < p.dpad * (kTokens / 16); e += kThreads) {
+        const int d = e >> 2, ch = e & 3;
+        uint32_t w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          const int pc = ch * 16 + i;
+          const int tok = (pc & ~31) + s_token_of_col[pc & 31];
+          w[i >> 2] |= static_cast<uint32_t>(s_vt[tok * vt_pitch + d]) << (8 * (i & 3));
+        }
+        *reinterpret_cast<uint4*>(vo + d * p.nk_pad + col0 + ch * 16) =
+            make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+      // Cache appends start anywhere: one byte per (channel, key).
+      for (int e = threadIdx.x; e < p.dpad * kTokens; e += kThreads) {
+        const int d = e / kTokens, tok = e % kTokens;
+        if (!writes(tok)) continue;
+        const int64_t dk = dest_key(tok);
+        const int64_t col =
+            (dk & ~int64_t(31)) + fp8_v_logical_position(static_cast<int>(dk & 31));
+        vo[d * p.nk_pad + col] = s_vt[tok * vt_pitch + d];
+      }
     }
   }
 }
@@ -278,7 +304,7 @@ cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t s) {
   const int heads = p.heads_b * p.heads_h;
   const int64_t keys = p.fill_tail ? p.nk_pad - p.key_offset : p.n;
   const dim3 grid(static_cast<unsigned>((keys + kTokens - 1) / kTokens), heads);
-  const size_t smem = p.mode == 3 ? static_cast<size_t>(kTokens) * p.dpad : 0;
+  const size_t smem = p.mode == 3 ? static_cast<size_t>(kTokens) * (p.dpad + 4) : 0;
   dev::dispatch_dtype(p.dtype, [&](auto t) {
     if constexpr (sizeof(t) == 2)
       kv_quantize_vec_kernel<decltype(t)><<<grid, kThreads, smem, s>>>(p);

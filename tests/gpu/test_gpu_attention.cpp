@@ -329,6 +329,27 @@ TEST_F(GpuAttention, LongKeysUseSplitKvAndStayAccurate) {
   }
 }
 
+// Few rows and many keys: the prefill grid alone would leave most SMs idle, so the key range is
+// split (on Hopper in the warp-specialised kernel, elsewhere in the warp-MMA one) and the
+// partial results combined; GQA packing, a ragged key tail and the LSE ride along.
+TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
+  for (int32_t mode : kModes)
+    for (int64_t D : {64, 128}) {
+      Case c;
+      c.mode = mode;
+      c.Hq = 4;
+      c.Hkv = 2;
+      c.Nq = 70;
+      c.Nk = 5000;
+      c.D = D;
+      c.with_lse = true;
+      Outcome r;
+      run(c, r);
+      expect_bar(c, r, name(c) + " split-KV prefill");
+      EXPECT_LE(r.lse_vs_ref.max_abs, 0.02) << t::to_string(r.lse_vs_ref);
+    }
+}
+
 TEST_F(GpuAttention, CacheAppendThenDecodeMatchesReference) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
     const int64_t B = 2, Hq = 8, Hkv = 2, D = 128, chunks[3] = {700, 300, 1};

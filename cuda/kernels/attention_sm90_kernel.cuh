@@ -1,0 +1,397 @@
+// The Hopper (sm90a) attention kernel for BALANCED and FAST: warp-specialised, TMA-fed,
+// warpgroup MMAs (FlashAttention-3's structure, written for INT8 Q·Kᵀ).
+//
+// One CTA = 1 + C warpgroups = 64·C query rows of one (batch, kv-head) (C = 2 consumers at head
+// dim 128, 3 at 64), rows packed as in attention_kernel.cuh (the q-heads of a GQA group share
+// one M dimension):
+//   warpgroup 0, the producer: gives most of its registers away (setmaxnreg) and one thread
+//     streams 128-key tiles of K (INT8), V (E4M3 V^T for FAST, fp16 V for BALANCED) and the
+//     per-key K scales into a ring of shared-memory stages with TMA, signalling "full" mbarriers;
+//   warpgroups 1.., the consumers: 64 rows each. Per tile: S = Q·Kᵀ with wgmma s8 (both
+//     operands in shared memory, Q quantized there once in the prologue), online softmax in
+//     registers (log2 domain, every scale folded into one multiplier per score), then
+//     O += P·V with wgmma from registers (P as the A operand: the S accumulator layout is the
+//     A fragment layout, FAST's V^T keys are permuted to match), and an "empty" arrive that
+//     hands the stage back to the producer.
+// Overlap, as in FlashAttention-3: each consumer issues tile n's Q·Kᵀ together with tile n-1's
+// P·V and runs tile n's softmax while that P·V executes (intra-warpgroup pipelining); the two
+// consumers run free of each other, so one's softmax also overlaps the other's MMAs. (FA3's
+// ping-pong, consumers taking turns on named barriers, measured 2% slower here: NOTES run 12.)
+//
+// Scope (the host routes everything else to attention_kernel.cuh): padded head dim 64 or 128,
+// no block mask, per-token Q scales. Causal, valid lengths, GQA, broadcast K/V, LSE and split-KV
+// are supported. Shared-memory layouts are the wgmma canonical K-major swizzled ones, written
+// by TMA with the matching swizzle mode (and by the Q prologue through dev::SwizzledTile, whose
+// XOR pattern is the same for 64- and 128-byte rows).
+#pragma once
+
+#include <cuda.h>
+
+#include <cfloat>
+#include <cstdint>
+
+#include "device/sm90.cuh"
+#include "device/swizzle.cuh"
+#include "device/wgmma_ops.cuh"
+#include "kernels/attention_common.cuh"
+
+namespace int8attn {
+
+constexpr int kSm90Stages = 4;    // shared-memory ring of K/V tiles
+
+struct Sm90AttnParams {
+  AttnKernelParams a;
+  CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box DPAD x 128 keys
+  CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box 128 keys x DPAD
+                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box 64 channels x 128 keys
+};
+
+template <int DPAD, int MODE>
+struct Sm90Traits {
+  static_assert(DPAD == 64 || DPAD == 128, "the sm90 kernel takes padded head dims 64 and 128");
+  static constexpr bool kFp8PV = MODE == kModeFast;
+  // Consumer warpgroups (64 rows each): three at head dim 64, whose small O accumulator leaves
+  // the registers for it, so each K/V tile read from L2 serves 192 rows; two at 128.
+  static constexpr int kConsumers = sm90_consumer_warpgroups(DPAD);
+  static constexpr int kBM = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  // setmaxnreg split of the 64K registers: the producer keeps 24 per thread.
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static constexpr int kQBytes = kBM * DPAD;
+  static constexpr int kKBytes = kSm90BlockN * DPAD;
+  static constexpr int kVBytes = kSm90BlockN * DPAD * (kFp8PV ? 1 : 2);
+  // K scales after V, padded so every stage (and every tile in it) stays 1024-byte aligned, as
+  // the 128-byte swizzle requires.
+  static constexpr int kStageBytes = kKBytes + kVBytes + 1024;
+  static constexpr int kMiscBytes = 8 * kBM + 128;  // Q scales, LSE shifts, barriers
+  static constexpr int kSmemBytes = 1024 + kQBytes + kSm90Stages * kStageBytes + kMiscBytes;
+  static constexpr int kKSteps = DPAD / 32;  // Q·Kᵀ k-steps of 32 bytes
+  static constexpr int kDTiles = DPAD / 8;
+};
+
+template <int DPAD, int MODE>
+__global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
+    attention_sm90_kernel(const __grid_constant__ Sm90AttnParams P) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using T = Sm90Traits<DPAD, MODE>;
+  const AttnKernelParams& p = P.a;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  uint8_t* sQ = smem;
+  uint8_t* sStages = smem + T::kQBytes;
+  uint8_t* misc = sStages + kSm90Stages * T::kStageBytes;
+  float* sQScale = reinterpret_cast<float*>(misc);
+  float* sLseShift = sQScale + T::kBM;
+  uint64_t* full_bar = reinterpret_cast<uint64_t*>(misc + 8 * T::kBM);
+  uint64_t* empty_bar = full_bar + kSm90Stages;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wg = tid >> 7;
+  const int m_tile = blockIdx.x % p.m_tiles;
+  const int bh = blockIdx.x / p.m_tiles;
+  const int b = bh / p.Hkv, hkv = bh % p.Hkv;
+  const int split = blockIdx.y;
+  int L = p.Nk;
+  if (p.k_lengths != nullptr) {
+    const int v = p.k_lengths[b * p.k_lengths_stride];
+    L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
+  }
+  const int64_t kv_head = b * p.kv_batch_stride + hkv * p.kv_head_stride;
+
+  if (tid == 0) {
+    for (int s = 0; s < kSm90Stages; ++s) {
+      dev::mbar_init(&full_bar[s], 1);
+      dev::mbar_init(&empty_bar[s], 4 * T::kConsumers);  // one arrive per consumer warp
+    }
+    dev::mbar_init_fence();
+  }
+  __syncthreads();  // the only CTA-wide barrier: barriers initialised
+
+  // ---- visible key range of the CTA's rows --------------------------------------------------
+  // Every warp reduces it over all the CTA's rows itself (a few rows per lane, then warp
+  // reductions): no shared atomics and no CTA-wide barrier, so the producer starts streaming
+  // K/V at once while the consumers quantize Q.
+  int min_hi = 0x7fffffff, max_hi = 0;
+  for (int row = lane; row < T::kBM; row += 32) {
+    const RowInfo r = row_info(p, hkv, m_tile * T::kBM + row, L);
+    if (r.valid) {
+      min_hi = min(min_hi, r.hi);
+      max_hi = max(max_hi, r.hi);
+    }
+  }
+  min_hi = __reduce_min_sync(0xffffffffu, min_hi);
+  max_hi = __reduce_max_sync(0xffffffffu, max_hi);
+  int t_begin = 0, t_end = (max_hi + kSm90BlockN - 1) / kSm90BlockN;
+  if (p.num_splits > 1) {
+    t_begin = split * p.tiles_per_split;
+    t_end = min(t_end, t_begin + p.tiles_per_split);
+  }
+
+  if (wg == 0) {
+    // ---- producer -------------------------------------------------------------------------
+    dev::regs_dealloc<24>();
+    if (tid == 0) {
+      const uint8_t* gKs = reinterpret_cast<const uint8_t*>(p.k_scale + kv_head * p.nk_pad);
+      for (int t = t_begin, n = 0; t < t_end; ++t, ++n) {
+        const int st = n % kSm90Stages;
+        if (n >= kSm90Stages) dev::mbar_wait(&empty_bar[st], ((n / kSm90Stages) - 1) & 1);
+        uint8_t* sK = sStages + st * T::kStageBytes;
+        uint8_t* sV = sK + T::kKBytes;
+        uint8_t* sKs = sV + T::kVBytes;
+        const int key0 = t * kSm90BlockN;
+        const uint32_t ks_bytes =
+            static_cast<uint32_t>(p.nk_pad - key0 < kSm90BlockN ? p.nk_pad - key0 : kSm90BlockN) * 4u;
+        dev::mbar_arrive_expect_tx(&full_bar[st], T::kKBytes + T::kVBytes + ks_bytes);
+        const int head = static_cast<int>(kv_head);
+        dev::tma_load_3d(sK, &P.k_map, &full_bar[st], 0, key0, head);
+        if constexpr (T::kFp8PV) {
+          dev::tma_load_3d(sV, &P.v_map, &full_bar[st], key0, 0, head);
+        } else {
+#pragma unroll
+          for (int cb = 0; cb < DPAD / 64; ++cb)
+            dev::tma_load_3d(sV + cb * (kSm90BlockN * 128), &P.v_map, &full_bar[st], cb * 64,
+                             key0, head);
+        }
+        dev::bulk_load(sKs, gKs + static_cast<int64_t>(key0) * 4, ks_bytes, &full_bar[st]);
+      }
+    }
+    return;
+  }
+
+  // ---- consumers ----------------------------------------------------------------------------
+  dev::regs_alloc<T::kConsumerRegs>();
+  {
+    // Q of this warp's 16 rows: quantized into shared memory once; the warpgroup's 64 rows are
+    // complete after its named barrier (ids 1.. : one per consumer warpgroup).
+    const int cw = warp - 4;
+    float row_absmax[16];
+    stage_q_warp_rows<DPAD, true, false, dev::SwizzledTile<DPAD>, 16>(
+        p, b, hkv, L, kv_head, m_tile * T::kBM + cw * 16, cw * 16, sQ, sQScale, sLseShift,
+        lane, row_absmax);
+    dev::fence_proxy_async_smem();  // Q is read by wgmma (async proxy)
+    dev::named_bar_sync(wg, 128);
+  }
+  // Consumer warpgroup (rows cwg*64 ..), broadcast from lane 0 so the compiler knows it is
+  // warp-uniform: the wgmma descriptors derived from it then live in uniform registers.
+  const int cwg = __shfl_sync(0xffffffffu, wg - 1, 0);
+  const int row0 = cwg * 64 + (warp & 3) * 16;  // this warp's first shared row
+  const int g8 = lane >> 2, t4 = lane & 3;
+  const float q_scale_row[2] = {sQScale[row0 + g8], sQScale[row0 + g8 + 8]};
+  const float lse_shift[2] = {sLseShift[row0 + g8], sLseShift[row0 + g8 + 8]};
+  const RowInfo my_rows[2] = {row_info(p, hkv, m_tile * T::kBM + row0 + g8, L),
+                              row_info(p, hkv, m_tile * T::kBM + row0 + g8 + 8, L)};
+
+  float o[T::kDTiles][4];
+#pragma unroll
+  for (int n = 0; n < T::kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float (&o_flat)[DPAD / 2] = reinterpret_cast<float (&)[DPAD / 2]>(o);
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_run[2] = {0.f, 0.f};
+  constexpr float kPOffset = T::kFp8PV ? 8.807354922057604f : 0.f;  // log2(448), see FAST
+  // P of one tile as the A operand of P·V: FAST 4 k-steps of 32 keys (E4M3), BALANCED 8
+  // k-steps of 16 keys (fp16); 4 registers per step.
+  constexpr int kPSteps = T::kFp8PV ? 4 : 8;
+
+  auto stage_of = [&](int n) { return sStages + (n % kSm90Stages) * T::kStageBytes; };
+  // Descriptors of the MMAs of tile n (warp-uniform values: ptxas keeps them in uniform
+  // registers, as wgmma needs; per-thread values would be moved there between the MMAs,
+  // which makes ptxas serialise them).
+  struct Descs {
+    uint64_t q[T::kKSteps], k[T::kKSteps];  // Q·Kᵀ: Q and K tiles per 32-byte k-step
+    uint64_t v[kPSteps];                     // P·V: V tile per k-step
+  };
+  auto descs_of = [&](int n, Descs& d) {
+    const uint8_t* sK = stage_of(n);
+    const uint64_t q0 = dev::smem_desc(sQ + cwg * 64 * DPAD, 16, 8 * DPAD, DPAD);
+    const uint64_t k0 = dev::smem_desc(sK, 16, 8 * DPAD, DPAD);
+#pragma unroll
+    for (int kk = 0; kk < T::kKSteps; ++kk) {
+      d.q[kk] = q0 + 2 * kk;
+      d.k[kk] = k0 + 2 * kk;
+    }
+    if constexpr (T::kFp8PV) {
+      // V^T tile: DPAD rows of 128 keys, K-major; 32 keys per k-step.
+      const uint64_t v0 = dev::smem_desc(sK + T::kKBytes, 16, 1024, 128);
+#pragma unroll
+      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + 2 * i;
+    } else {
+      // V tile: DPAD/64 blocks of [128 keys][64 channels] fp16 (N-major), 16 KB apart; a k-step
+      // of 16 keys advances 16 rows of 128 bytes.
+      const uint64_t v0 = dev::smem_desc(sK + T::kKBytes, kSm90BlockN * 128, 1024, 128);
+#pragma unroll
+      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + i * (16 * 128 / 16);
+    }
+  };
+  // S = Q·Kᵀ: 64 rows x 128 keys per warpgroup.
+  auto issue_qk = [&](const Descs& d, int (&si)[64]) {
+#pragma unroll
+    for (int kk = 0; kk < T::kKSteps; ++kk) {
+      if (kk == 0)
+        dev::WgmmaOps<128>::template s8_ss<false>(si, d.q[kk], d.k[kk]);
+      else
+        dev::WgmmaOps<128>::template s8_ss<true>(si, d.q[kk], d.k[kk]);
+    }
+  };
+  // O += P·V.
+  auto issue_pv = [&](const Descs& d, const uint32_t (&pa)[kPSteps][4]) {
+#pragma unroll
+    for (int i = 0; i < kPSteps; ++i) {
+      if constexpr (T::kFp8PV)
+        dev::WgmmaOps<DPAD>::template e4m3_rs<true>(o_flat, pa[i], d.v[i]);
+      else
+        dev::WgmmaOps<DPAD>::template f16_rs<true>(o_flat, pa[i], d.v[i]);
+    }
+  };
+  // Online softmax of tile t (log2 domain; see attention_kernel.cuh for the empty-row
+  // convention): updates m_run / l_run, returns O's rescale factor and P (fp32) in s.
+  // Scores are kept as x·k_scale; the row's q_scale (> 0, with sm_scale·log2 e folded in) is
+  // applied to the row maximum and inside the exponent's FFMA, one multiply fewer per score.
+  auto softmax = [&](int t, int n, const int (&si)[64], float (&alpha)[2], float (&s)[16][4]) {
+    const float* sKs = reinterpret_cast<const float*>(stage_of(n) + T::kKBytes + T::kVBytes);
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+      const float2 ks = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
+      s[c][0] = dev::small_int_to_float(si[4 * c + 0]) * ks.x;
+      s[c][1] = dev::small_int_to_float(si[4 * c + 1]) * ks.y;
+      s[c][2] = dev::small_int_to_float(si[4 * c + 2]) * ks.x;
+      s[c][3] = dev::small_int_to_float(si[4 * c + 3]) * ks.y;
+    }
+    if ((t + 1) * kSm90BlockN > min_hi) {  // some row does not see every key of this tile
+      const int j0 = t * kSm90BlockN;
+#pragma unroll
+      for (int c = 0; c < 16; ++c)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (j0 + c * 8 + 2 * t4 + (e & 1) >= my_rows[e >> 1].hi) s[c][e] = -INFINITY;
+    }
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      // Four independent partial maxima / sums: short dependency chains for a warp that has
+      // no other warp on its scheduler to hide latency behind.
+      float mx4[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mx4[i] = fmaxf(s[i][2 * rh], s[i][2 * rh + 1]);
+#pragma unroll
+      for (int c = 4; c < 16; ++c)
+        mx4[c & 3] = fmaxf(mx4[c & 3], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
+      float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float qs = q_scale_row[rh];
+      mx = fmaxf(m_run[rh], mx * qs);
+      const float ref = (mx == -INFINITY) ? 0.f : mx;
+      alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
+      m_run[rh] = mx;
+      const float sub = ref - kPOffset;
+      float sum4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int c = 0; c < 16; ++c) {
+        s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], qs, -sub));
+        s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], qs, -sub));
+        sum4[c & 3] += s[c][2 * rh] + s[c][2 * rh + 1];
+      }
+      l_run[rh] = l_run[rh] * alpha[rh] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+    }
+  };
+  // P as the A operand of P·V. Packed only once the previous P·V has completed: writing the
+  // registers of an in-flight wgmma's A operand would make ptxas serialise the MMAs.
+  auto pack_p = [&](const float (&s)[16][4], uint32_t (&pa)[kPSteps][4]) {
+    if constexpr (T::kFp8PV) {
+      // 32-key group kk holds S columns {8(4kk+i) + 2t4 + e}; FAST's V^T layout stores them at
+      // the A fragment's positions (fp8_v_logical_position).
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int c0 = 4 * kk;
+        pa[kk][0] = dev::pack4_e4m3(s[c0][0], s[c0][1], s[c0 + 1][0], s[c0 + 1][1]);
+        pa[kk][1] = dev::pack4_e4m3(s[c0][2], s[c0][3], s[c0 + 1][2], s[c0 + 1][3]);
+        pa[kk][2] = dev::pack4_e4m3(s[c0 + 2][0], s[c0 + 2][1], s[c0 + 3][0], s[c0 + 3][1]);
+        pa[kk][3] = dev::pack4_e4m3(s[c0 + 2][2], s[c0 + 2][3], s[c0 + 3][2], s[c0 + 3][3]);
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        pa[ks][0] = dev::pack2<false>(s[2 * ks][0], s[2 * ks][1]);
+        pa[ks][1] = dev::pack2<false>(s[2 * ks][2], s[2 * ks][3]);
+        pa[ks][2] = dev::pack2<false>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+        pa[ks][3] = dev::pack2<false>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+      }
+    }
+  };
+
+  // Software pipeline per warpgroup: tile n's Q·Kᵀ and tile n-1's P·V are issued together;
+  // the softmax of tile n then overlaps the P·V still running.
+  const int ntiles = t_end - t_begin;
+  if (ntiles > 0) {
+    int si[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) si[i] = 0;
+    uint32_t pa[kPSteps][4];
+    float alpha[2];
+    // Every register a wgmma reads is pinned (wgmma_fence_regs) before the MMA section opens:
+    // an instruction defining one inside it would make ptxas serialise the wgmmas.
+    dev::wgmma_fence_regs(si);
+    dev::wgmma_fence_regs(o_flat);
+    Descs cur, prev;
+    descs_of(0, cur);
+    dev::mbar_wait(&full_bar[0], 0);
+    dev::wgmma_fence();
+    issue_qk(cur, si);
+    dev::wgmma_commit();
+    dev::wgmma_wait<0>();
+    dev::wgmma_fence_regs(si);
+    float p_tile[16][4];
+    softmax(t_begin, 0, si, alpha, p_tile);
+    pack_p(p_tile, pa);
+    dev::wgmma_fence_regs(pa);
+    for (int n = 1; n < ntiles; ++n) {
+      prev = cur;
+      descs_of(n, cur);
+      dev::mbar_wait(&full_bar[n % kSm90Stages], (n / kSm90Stages) & 1);
+        dev::wgmma_fence();
+      issue_qk(cur, si);
+      dev::wgmma_commit();
+      issue_pv(prev, pa);
+      dev::wgmma_commit();
+        dev::wgmma_wait<1>();  // Q·Kᵀ of tile n done; P·V of tile n-1 still running
+      // Registers an in-flight wgmma reads stay live until its wait (pinned after it), so the
+      // compiler cannot hand them to the softmax meanwhile.
+      dev::wgmma_fence_regs(si);
+      softmax(t_begin + n, n, si, alpha, p_tile);
+      dev::wgmma_wait<0>();
+      dev::wgmma_fence_regs(o_flat);
+      if (lane == 0) dev::mbar_arrive(&empty_bar[(n - 1) % kSm90Stages]);
+      // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
+      // keeps the branch warp-uniform.
+      if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+        for (int dn = 0; dn < T::kDTiles; ++dn)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) o[dn][e] *= alpha[e >> 1];
+      }
+      pack_p(p_tile, pa);
+      dev::wgmma_fence_regs(o_flat);
+      dev::wgmma_fence_regs(pa);
+    }
+    dev::wgmma_fence();
+    issue_pv(cur, pa);
+    dev::wgmma_commit();
+    dev::wgmma_wait<0>();
+    dev::wgmma_fence_regs(o_flat);
+    if (lane == 0) dev::mbar_arrive(&empty_bar[(ntiles - 1) % kSm90Stages]);
+  }
+
+  // ---- epilogue ------------------------------------------------------------------------------
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
+    l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
+  }
+  write_output_rows<DPAD, true>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
+                                kv_head, t4);
+#else
+  __trap();  // compiled for sm_90a only
+#endif
+}
+
+}  // namespace int8attn

@@ -1,0 +1,85 @@
+// Launcher of the warp-specialised sm90a kernel (kernels/attention_sm90_kernel.cuh): describes
+// the canonical K/V buffers to the TMA unit (tensor maps, encoded on the host per call: pure
+// host work, no driver round trip, so CUDA-graph capture is unaffected) and launches.
+#include <cuda.h>
+
+#include "kernels/attention_launchers.h"
+#include "kernels/attention_sm90_kernel.cuh"
+
+namespace int8attn {
+namespace {
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                   const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                   const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                   CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point: the library links only the
+// static CUDA runtime, not libcuda.
+EncodeTiledFn encode_tiled() {
+  static const EncodeTiledFn fn = []() -> EncodeTiledFn {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      return nullptr;
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// A 3-D tensor map: dims innermost first, byte strides of dims 1 and 2; reads past a dim's end
+// are zero-filled (the last key tile of a head never reads the next head's keys).
+cudaError_t map_3d(CUtensorMap* map, CUtensorMapDataType type, const void* base,
+                   const cuuint64_t (&dims)[3], const cuuint64_t (&strides)[2],
+                   const cuuint32_t (&box)[3], CUtensorMapSwizzle swizzle) {
+  const EncodeTiledFn encode = encode_tiled();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, type, 3, const_cast<void*>(base), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+template <int DPAD, int MODE>
+cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
+  using T = Sm90Traits<DPAD, MODE>;
+  Sm90AttnParams P;
+  P.a = a;
+  // Canonical heads in the buffers: the largest kv-head index + 1.
+  const cuuint64_t heads = static_cast<cuuint64_t>((a.B - 1) * a.kv_batch_stride +
+                                                   (a.Hkv - 1) * a.kv_head_stride + 1);
+  const cuuint64_t nk = static_cast<cuuint64_t>(a.nk_pad);
+  cudaError_t err = map_3d(&P.k_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.k, {DPAD, nk, heads},
+                           {DPAD, nk * DPAD}, {DPAD, kSm90BlockN, 1},
+                           DPAD == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+  if (err != cudaSuccess) return err;
+  if constexpr (MODE == kModeFast)
+    err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads},
+                 {nk, nk * DPAD}, {kSm90BlockN, DPAD, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
+  else
+    err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
+                 {DPAD * 2, nk * DPAD * 2}, {64, kSm90BlockN, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
+  if (err != cudaSuccess) return err;
+
+  auto kernel = attention_sm90_kernel<DPAD, MODE>;
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(static_cast<unsigned>(a.m_tiles) * a.B * a.Hkv, a.num_splits);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(P);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, int mode,
+                                        cudaStream_t s) {
+  if (mode == kModeFast) return dpad == 64 ? launch<64, kModeFast>(p, s) : launch<128, kModeFast>(p, s);
+  if (mode == kModeBalanced)
+    return dpad == 64 ? launch<64, kModeBalanced>(p, s) : launch<128, kModeBalanced>(p, s);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace int8attn
