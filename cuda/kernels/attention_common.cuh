@@ -40,6 +40,29 @@ __device__ __forceinline__ bool mask_keep(const AttnKernelParams& p, int b, cons
   return p.mask[off] != 0;
 }
 
+// What a CTA works on: grid x = (b, kv-head, m-tile) with m-tile fastest (the CTAs of one
+// head run together and share its K/V in L2), grid y = key split; L = the batch's valid keys.
+struct CtaWork {
+  int m_tile, b, hkv, split, L;
+  int64_t kv_head;  // canonical K/V head (stride 0 = broadcast)
+};
+
+__device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
+  CtaWork w;
+  w.m_tile = blockIdx.x % p.m_tiles;
+  const int bh = blockIdx.x / p.m_tiles;
+  w.b = bh / p.Hkv;
+  w.hkv = bh % p.Hkv;
+  w.split = blockIdx.y;
+  w.L = p.Nk;
+  if (p.k_lengths != nullptr) {
+    const int v = p.k_lengths[w.b * p.k_lengths_stride];
+    w.L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
+  }
+  w.kv_head = w.b * p.kv_batch_stride + w.hkv * p.kv_head_stride;
+  return w;
+}
+
 // Stage 16 query rows of one warp (packed rows packed_row0.., shared rows r_local0..) in sQ:
 // INT8 with a per-row scale (unless Q scales are per block: the caller quantizes then, from
 // row_absmax) or fp16/bf16 for EXACT. Also the per-row LSE shift of K smoothing.

@@ -118,17 +118,9 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;  // fragment row group / thread in group
-  const int m_tile = blockIdx.x % p.m_tiles;
-  const int bh = blockIdx.x / p.m_tiles;
-  const int b = bh / p.Hkv, hkv = bh % p.Hkv;
-  const int split = blockIdx.y;
-
-  int L = p.Nk;
-  if (p.k_lengths != nullptr) {
-    const int v = p.k_lengths[b * p.k_lengths_stride];
-    L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
-  }
-  const int64_t kv_head = b * p.kv_batch_stride + hkv * p.kv_head_stride;
+  const CtaWork work = cta_work(p);
+  const int m_tile = work.m_tile, b = work.b, hkv = work.hkv, split = work.split, L = work.L;
+  const int64_t kv_head = work.kv_head;
   const uint8_t* gK = static_cast<const uint8_t*>(p.k) + kv_head * p.nk_pad * T::kQRowBytes;
   const uint8_t* gV = static_cast<const uint8_t*>(p.v) + kv_head * p.nk_pad * DPAD *
                                                              (T::kFp8PV ? 1 : 2);

@@ -88,16 +88,9 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = tid >> 7;
-  const int m_tile = blockIdx.x % p.m_tiles;
-  const int bh = blockIdx.x / p.m_tiles;
-  const int b = bh / p.Hkv, hkv = bh % p.Hkv;
-  const int split = blockIdx.y;
-  int L = p.Nk;
-  if (p.k_lengths != nullptr) {
-    const int v = p.k_lengths[b * p.k_lengths_stride];
-    L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
-  }
-  const int64_t kv_head = b * p.kv_batch_stride + hkv * p.kv_head_stride;
+  const CtaWork work = cta_work(p);
+  const int m_tile = work.m_tile, b = work.b, hkv = work.hkv, split = work.split, L = work.L;
+  const int64_t kv_head = work.kv_head;
 
   if (tid == 0) {
     for (int s = 0; s < kSm90Stages; ++s) {
