@@ -11,6 +11,8 @@ command -v nvcc >/dev/null 2>&1 && echo "nvcc: $(nvcc --version | tail -1)" || e
 
 # Generated sources are up to date with their generator.
 python3 tools/codegen/gen_wgmma_ops.py --check
+# The Hopper kernel's MMAs stay asynchronous (ptxas reports serialisation only as info).
+bash scripts/check_wgmma_pipeline.sh
 
 INT8ATTN_CUDA_ARCHS=90a bash scripts/test.sh
 
