@@ -321,10 +321,16 @@ cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream) {
   // A few CTAs per SM in all: enough loads in flight, few atomics per accumulator.
   const int target = 4 * std::max(p.sm_count, 1);
   if (nchunks > 0) {
-    const int per_head = std::max(1, std::min(nchunks, (target + heads - 1) / heads));
+    // The 16-byte path: at most one wave of CTAs (a partial second wave of these short CTAs
+    // costs as much as a full one: flux_1024px's 1.09 waves took 48 us).
+    const bool vec = kv_prep_vectorizable(p);
+    const int per_head =
+        vec ? std::max(1, std::min(nchunks, kv_stats_vec_ctas_per_sm() *
+                                                std::max(p.sm_count, 1) / heads))
+            : std::max(1, std::min(nchunks, (target + heads - 1) / heads));
     const int tokens = (nchunks + per_head - 1) / per_head * kChunk;
     const size_t smem = static_cast<size_t>(8) * kStats * p.dpad * sizeof(float);
-    if (kv_prep_vectorizable(p)) {
+    if (vec) {
       const cudaError_t err = launch_kv_stats_vec(p, tokens, stream);
       if (err != cudaSuccess) return err;
     } else dev::dispatch_dtype(p.dtype, [&](auto t) {

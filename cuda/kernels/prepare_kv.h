@@ -64,6 +64,7 @@ cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream);
 // Fast path: fp16/bf16 with unit channel stride and 16-byte aligned rows (prepare_kv_vec.cu).
 bool kv_prep_vectorizable(const KvPrepParams& p);
 cudaError_t launch_kv_stats_vec(const KvPrepParams& p, int tokens_per_cta, cudaStream_t stream);
+int kv_stats_vec_ctas_per_sm();  // resident CTAs of the fast statistics kernel per SM
 cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t stream);
 
 }  // namespace int8attn

@@ -289,6 +289,20 @@ bool kv_prep_vectorizable(const KvPrepParams& p) {
   return true;
 }
 
+int kv_stats_vec_ctas_per_sm() {
+  // Same registers and shared memory for both element types; asked once per process.
+  static const int n = [] {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kv_stats_vec_kernel<__half>,
+                                                      kThreads, 0) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
+      blocks = 0;
+    }
+    return blocks > 0 ? blocks : 1;
+  }();
+  return n;
+}
+
 cudaError_t launch_kv_stats_vec(const KvPrepParams& p, int tokens_per_cta, cudaStream_t s) {
   const int heads = p.heads_b * p.heads_h;
   const dim3 grid((p.n + tokens_per_cta - 1) / tokens_per_cta, heads);
