@@ -343,7 +343,10 @@ cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream) {
     const int qchunks = (p.Nq + kChunk - 1) / kChunk;
     const int per_head = std::max(1, std::min(qchunks, (target + heads - 1) / heads));
     const int rows = (qchunks + per_head - 1) / per_head * kChunk;
-    dev::dispatch_dtype(p.dtype, [&](auto t) {
+    if (q_stats_vectorizable(p)) {
+      const cudaError_t err = launch_q_stats_vec(p, rows, stream);
+      if (err != cudaSuccess) return err;
+    } else dev::dispatch_dtype(p.dtype, [&](auto t) {
       q_stats_kernel<decltype(t)>
           <<<dim3((p.Nq + rows - 1) / rows, heads), kStatsThreads, 0, stream>>>(p, rows);
       return 0;

@@ -65,6 +65,9 @@ cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream);
 bool kv_prep_vectorizable(const KvPrepParams& p);
 cudaError_t launch_kv_stats_vec(const KvPrepParams& p, int tokens_per_cta, cudaStream_t stream);
 int kv_stats_vec_ctas_per_sm();  // resident CTAs of the fast statistics kernel per SM
+// Channel maxima of Q with 16-byte loads (fp16/bf16, unit channel stride, aligned rows).
+bool q_stats_vectorizable(const KvPrepParams& p);
+cudaError_t launch_q_stats_vec(const KvPrepParams& p, int rows_per_cta, cudaStream_t stream);
 cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t stream);
 
 }  // namespace int8attn

@@ -107,6 +107,43 @@ __global__ void __launch_bounds__(kThreads) kv_stats_vec_kernel(const KvPrepPara
   }
 }
 
+// max |q| per channel over a range of query rows of the q-heads (and batches) of a canonical
+// head: the 16-byte version of prepare_kv.cu's q_stats_kernel (same accumulator slot).
+template <typename T>
+__global__ void __launch_bounds__(kThreads) q_stats_vec_kernel(const KvPrepParams p,
+                                                               int rows_per_cta) {
+  __shared__ float s_max[256];
+  const T* Q = static_cast<const T*>(p.q);
+  const int head = blockIdx.y, b = head / p.heads_h, hkv = head % p.heads_h;
+  for (int d = threadIdx.x; d < 256; d += kThreads) s_max[d] = 0.f;
+  __syncthreads();
+  const int cpr = p.D / 8, steps = kThreads / cpr;
+  const int c = threadIdx.x % cpr, r = threadIdx.x / cpr;
+  const int i0 = blockIdx.x * rows_per_cta, i1 = min(i0 + rows_per_cta, p.Nq);
+  if (r < steps) {
+    float m[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int qb = 0; qb < p.q_batches; ++qb) {
+      const int bq = p.q_batches > 1 ? qb : b;
+      for (int g = 0; g < p.G; ++g) {
+#pragma unroll 4
+        for (int i = i0 + r; i < i1; i += steps) {
+          float x[8];
+          load8(Q + row_offset(p.q_stride, bq, hkv * p.G + g, i) + c * 8, x);
+#pragma unroll
+          for (int k = 0; k < 8; ++k) m[k] = fmaxf(m[k], fabsf(x[k]));
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      atomicMax(reinterpret_cast<int*>(&s_max[c * 8 + k]), __float_as_int(m[k]));  // m >= 0
+  }
+  __syncthreads();
+  float* acc = p.partials + (static_cast<int64_t>(head) * (kStats + 1) + kStats) * p.dpad;
+  for (int d = threadIdx.x; d < p.D; d += kThreads)
+    atomicMax(reinterpret_cast<int*>(acc + d), __float_as_int(s_max[d]));
+}
+
 // Quantize one 64-token tile: items are (token, 8-channel chunk) pairs over the padded width.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepParams p) {
@@ -279,6 +316,25 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 }  // namespace
+
+bool q_stats_vectorizable(const KvPrepParams& p) {
+  if (p.dtype != 1 && p.dtype != 2) return false;
+  if (p.q_stride[3] != 1 || p.D % 8 != 0 || !aligned16(p.q)) return false;
+  for (int i = 0; i < 3; ++i)
+    if (p.q_stride[i] % 8 != 0) return false;
+  return true;
+}
+
+cudaError_t launch_q_stats_vec(const KvPrepParams& p, int rows_per_cta, cudaStream_t s) {
+  const int heads = p.heads_b * p.heads_h;
+  const dim3 grid((p.Nq + rows_per_cta - 1) / rows_per_cta, heads);
+  dev::dispatch_dtype(p.dtype, [&](auto t) {
+    if constexpr (sizeof(t) == 2)
+      q_stats_vec_kernel<decltype(t)><<<grid, kThreads, 0, s>>>(p, rows_per_cta);
+    return 0;
+  });
+  return cudaGetLastError();
+}
 
 bool kv_prep_vectorizable(const KvPrepParams& p) {
   if (p.dtype != 1 && p.dtype != 2) return false;  // fp16 / bf16
