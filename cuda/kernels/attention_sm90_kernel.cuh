@@ -9,7 +9,8 @@
 //     per-key K scales into a ring of shared-memory stages with TMA, signalling "full" mbarriers;
 //   warpgroups 1.., the consumers: 64 rows each. Per tile: S = Q·Kᵀ with wgmma s8 (both
 //     operands in shared memory, Q quantized there once in the prologue), online softmax in
-//     registers (log2 domain, every scale folded into one multiplier per score), then
+//     registers (log2 domain: one multiply by the key's scale per score, the row's Q scale
+//     folded into the exponent's FFMA), then
 //     O += P·V with wgmma from registers (P as the A operand: the S accumulator layout is the
 //     A fragment layout, FAST's V^T keys are permuted to match), and an "empty" arrive that
 //     hands the stage back to the producer.
