@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "common/quant_math.h"
@@ -346,16 +347,18 @@ bool kv_prep_vectorizable(const KvPrepParams& p) {
 }
 
 int kv_stats_vec_ctas_per_sm() {
-  // Same registers and shared memory for both element types; asked once per process.
-  static const int n = [] {
-    int blocks = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kv_stats_vec_kernel<__half>,
-                                                      kThreads, 0) != cudaSuccess) {
-      (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
-      blocks = 0;
-    }
-    return blocks > 0 ? blocks : 1;
-  }();
+  // Same registers and shared memory for both element types; a successful answer is kept
+  // (a failed query only sizes this call's grid conservatively and is asked again next time).
+  static std::atomic<int> cached{0};
+  int n = cached.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kv_stats_vec_kernel<__half>, kThreads,
+                                                    0) != cudaSuccess ||
+      n <= 0) {
+    (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
+    return 1;
+  }
+  cached.store(n, std::memory_order_relaxed);
   return n;
 }
 
