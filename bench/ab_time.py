@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""A/B timing of library builds: end-to-end int8attn forward times for a few shapes, for the
-library named by INT8ATTN_LIBRARY. Run it once per build in one device session and compare the
-printed lines (absolute times are comparable only within one session):
+"""A/B timing of library builds: int8attn forward times for a few shapes, for the library named
+by INT8ATTN_LIBRARY, end-to-end and (with --kernel) against a pre-quantized K/V cache, with
+torch's cuDNN SDPA on the same inputs as the in-process yardstick. Run it once per build in one
+device session and compare the printed lines (absolute times are comparable only within one
+session; the cuDNN column shows how much the machine itself moved between the runs):
 
-    INT8ATTN_LIBRARY=build-a/lib/libint8attn.so python3 bench/ab_time.py fast flux_1024px,square_8k_d128
+    INT8ATTN_LIBRARY=build-a/lib/libint8attn.so python3 bench/ab_time.py fast flux_1024px,square_8k_d128 --kernel
 """
+import argparse
 import os
 import sys
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, os.path.dirname(__file__))
 import bench  # noqa: E402  (shape table and CUDA-graph timer)
@@ -16,19 +21,39 @@ import int8attn  # noqa: E402
 
 
 def main() -> None:
-    mode, names = sys.argv[1], sys.argv[2].split(",")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=("exact", "balanced", "fast"))
+    ap.add_argument("shapes", help="comma-separated names from bench.py")
+    ap.add_argument("--kernel", action="store_true", help="also time attention against a cache")
+    args = ap.parse_args()
     shapes = {s[0]: s[1:] for s in bench.SQUARE + bench.DIFFUSION + bench.DECODE}
     ctx = int8attn.Context()
-    label = os.environ.get("INT8ATTN_LIBRARY", "default")
-    for name in names:
+    label = os.path.basename(os.path.dirname(os.path.dirname(
+        os.environ.get("INT8ATTN_LIBRARY", "default/lib/x"))))
+    for name in args.shapes.split(","):
         B, Hq, Hkv, Nq, Nk, D = shapes[name]
+        torch.manual_seed(0)
         q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)
         k = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
         v = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
         out = torch.empty_like(q)
-        ms, _ = bench.time_fn(lambda: int8attn.attention(q, k, v, mode=mode, out=out, context=ctx))
-        tops = 4.0 * B * Hq * Nq * Nk * D / (ms * 1e-3) / 1e12
-        print(f"{label:40s} {mode:8s} {name:18s} {ms:9.4f} ms {tops:7.1f} TOPS", flush=True)
+        ops = 4.0 * B * Hq * Nq * Nk * D
+
+        def cudnn():
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                return F.scaled_dot_product_attention(q, k, v, enable_gqa=Hq != Hkv)
+        ref_ms, _ = bench.time_fn(cudnn)
+        ms, _ = bench.time_fn(lambda: int8attn.attention(q, k, v, mode=args.mode, out=out,
+                                                         context=ctx))
+        line = (f"{label:12s} {args.mode:8s} {name:18s} e2e {ms:9.4f} ms "
+                f"{ops / (ms * 1e-3) / 1e12:7.1f} TOPS  cudnn {ref_ms:9.4f} ms")
+        if args.kernel and args.mode != "exact":
+            cache = int8attn.KVCache(B, Hkv, Nk, D, device="cuda", mode=args.mode, context=ctx)
+            cache.append(k, v)
+            kms, _ = bench.time_fn(lambda: cache.forward(q, out=out))
+            line += f"  kernel {kms:9.4f} ms {ops / (kms * 1e-3) / 1e12:7.1f} TOPS"
+            cache.close()
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

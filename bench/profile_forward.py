@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """One end-to-end int8attn forward per shape and mode, for `ncu` to time each kernel of it.
 
-    ncu --clock-control none -k regex:'kv_|attention|stats|combine' \\
+    ncu --clock-control none -k regex:'kv_|attention|stats|combine|finalize|fill' \\
         python3 bench/profile_forward.py flux_1024px balanced
+
+Shapes are the names of bench/bench.py.
 """
+import os
 import sys
 
 import torch
 
-import int8attn
+sys.path.insert(0, os.path.dirname(__file__))
+import bench  # noqa: E402  (shape table)
+import int8attn  # noqa: E402
 
-SHAPES = {"flux_1024px": (1, 24, 24, 4608, 4608, 128), "decode_b16_nk32k": (16, 32, 8, 1, 32768, 128),
-          "square_8k_d64": (4, 32, 32, 8192, 8192, 64), "square_8k_d128": (4, 32, 32, 8192, 8192, 128)}
+SHAPES = {s[0]: s[1:] for s in bench.SQUARE + bench.DIFFUSION + bench.DECODE}
 name, mode = sys.argv[1], sys.argv[2]
 B, Hq, Hkv, Nq, Nk, D = SHAPES[name]
 q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)

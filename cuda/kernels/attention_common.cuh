@@ -63,6 +63,83 @@ __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
   return w;
 }
 
+// The short path of stage_q_warp_rows for INT8 Q with per-row scales when Q's rows are
+// contiguous and 16-byte aligned (AttnKernelParams::q_vec): each lane loads 8 channels of a row
+// with one 16-byte load (kLanes lanes per row, 32 / kLanes rows per pass, all passes' loads in
+// flight together) and stores their 8 INT8 bytes with one 8-byte store. About a fifth of the
+// instructions of the general path: the prologue runs once per CTA from a cold instruction
+// cache, so its length is what it costs (NOTES run 25).
+template <int DPAD, typename QTile>
+__device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p, int b, int hkv,
+                                                      int L, int64_t kv_head, int packed_row0,
+                                                      int r_local0, uint8_t* sQ, float* sQScale,
+                                                      float* sLseShift, int lane) {
+  constexpr int kChunks = DPAD / 8;  // 8-channel chunks of a padded row
+  constexpr int kLanes = kChunks <= 4 ? 4 : kChunks <= 8 ? 8 : kChunks <= 16 ? 16 : 32;
+  constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
+  const int chunk = lane % kLanes, c0 = chunk * 8;
+  const bool live_chunk = c0 < p.D;  // D % 8 == 0: a chunk is all in or all out
+  // This lane's 8 channels of μ_K (smoothing shift) and 1/α (balancing); 0 and 1 when off.
+  float kmu[8], inv_alpha[8];
+  {
+    const int cc = live_chunk ? c0 : 0;
+    const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
+    const float* alpha_p = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD + cc : nullptr;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
+      inv_alpha[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      kmu[i] = live_chunk ? kmu[i] : 0.f;
+      inv_alpha[i] = live_chunk ? 1.0f / inv_alpha[i] : 1.f;
+    }
+  }
+  const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
+  uint4 raw[kPasses];
+  RowInfo ri[kPasses];
+#pragma unroll
+  for (int ps = 0; ps < kPasses; ++ps) {
+    ri[ps] = row_info(p, hkv, packed_row0 + ps * kRowsPerPass + lane / kLanes, L);
+    const int64_t off = b * p.q_stride[0] + ri[ps].h * p.q_stride[1] + ri[ps].i * p.q_stride[2];
+    raw[ps] = *reinterpret_cast<const uint4*>(q16 + (ri[ps].valid && live_chunk ? off + c0 : 0));
+  }
+#pragma unroll
+  for (int ps = 0; ps < kPasses; ++ps) {
+    const bool live = ri[ps].valid && live_chunk;
+    const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw[ps]);
+    float x[8], shift = 0.f, amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float f = dev::bits16_to_float(e[i], p.dtype);
+      x[i] = live ? f : 0.f;
+      shift += x[i] * kmu[i];
+      x[i] *= inv_alpha[i];
+      amax = fmaxf(amax, fabsf(x[i]));
+    }
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      shift += __shfl_xor_sync(0xffffffffu, shift, o);
+    }
+    const int r_local = r_local0 + ps * kRowsPerPass + lane / kLanes;
+    const float sc = qm::int8_scale(amax, p.q_multiplier);
+    const float inv = 1.0f / sc;
+    uint32_t w[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
+                  << (8 * (i % 4));
+    if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = make_uint2(w[0], w[1]);
+    if (chunk == 0) {
+      // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+      sLseShift[r_local] = shift * p.sm_scale;
+      sQScale[r_local] = sc * p.sm_scale_log2;
+    }
+  }
+}
+
 // Stage 16 query rows of one warp (packed rows packed_row0.., shared rows r_local0..) in sQ:
 // INT8 with a per-row scale (unless Q scales are per block: the caller quantizes then, from
 // row_absmax) or fp16/bf16 for EXACT. Also the per-row LSE shift of K smoothing.
@@ -74,23 +151,40 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
                                                   int r_local0, uint8_t* sQ, float* sQScale,
                                                   float* sLseShift, int lane,
                                                   float (&row_absmax)[16]) {
+  if constexpr (INT8QK) {
+    if (p.q_vec && !p.q_per_block) {
+      stage_q_warp_rows_vec<DPAD, QTile>(p, b, hkv, L, kv_head, packed_row0, r_local0, sQ,
+                                         sQScale, sLseShift, lane);
+      return;
+    }
+  }
   const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
   const float* kmu = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD : nullptr;
-  // Per-channel constants of this lane's channels, loaded once.
-  // Balancing divides Q by α: one reciprocal per channel here, multiplies per row below.
-  float kmu_c[DPAD / 32], inv_alpha_c[DPAD / 32];
+  // Every global load below is issued before any value is used, from an address that is always
+  // readable (element 0 of a tensor for padding lanes and rows, then zeroed): a load behind a
+  // validity branch with its conversion inside that branch made the compiler wait for each one,
+  // 64 serialised memory latencies per warp at head dim 128 (~27 us per CTA: NOTES run 24).
+  // Per-channel constants of this lane's channels, loaded once; balancing divides Q by alpha:
+  // one reciprocal per channel here, multiplies per row below.
+  float kmu_c[DPAD / 32], alpha_c[DPAD / 32], inv_alpha_c[DPAD / 32];
 #pragma unroll
   for (int c = 0; c < DPAD / 32; ++c) {
-    const int d = c * 32 + lane;
-    kmu_c[c] = (kmu != nullptr && d < p.D) ? kmu[d] : 0.f;
-    inv_alpha_c[c] = (alpha != nullptr && d < p.D) ? 1.0f / alpha[d] : 1.f;
+    const int d = c * 32 + lane < p.D ? c * 32 + lane : 0;
+    kmu_c[c] = kmu != nullptr ? kmu[d] : 0.f;
+    alpha_c[c] = alpha != nullptr ? alpha[d] : 1.f;
+  }
+#pragma unroll
+  for (int c = 0; c < DPAD / 32; ++c) {
+    const bool live = c * 32 + lane < p.D;
+    kmu_c[c] = live ? kmu_c[c] : 0.f;
+    inv_alpha_c[c] = live ? 1.0f / alpha_c[c] : 1.f;
   }
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
-  // kBatch rows at a time: all their loads are issued before any reduction needs them.
+  // kBatch rows at a time: all their loads are issued before any conversion or reduction.
 #pragma unroll
   for (int r0 = 0; r0 < 16; r0 += kBatch) {
     RowInfo ris[kBatch];
-    float vals4[kBatch][DPAD / 32];
+    uint16_t raw[kBatch][DPAD / 32];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       ris[u] = row_info(p, hkv, packed_row0 + r0 + u, L);
@@ -98,11 +192,18 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
 #pragma unroll
       for (int c = 0; c < DPAD / 32; ++c) {
         const int d = c * 32 + lane;
-        vals4[u][c] = (ris[u].valid && d < p.D)
-                          ? dev::bits16_to_float(q16[base + d * p.q_stride[3]], p.dtype)
-                          : 0.f;
+        raw[u][c] = q16[(ris[u].valid && d < p.D) ? base + d * p.q_stride[3] : 0];
       }
     }
+    float vals4[kBatch][DPAD / 32];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+      for (int c = 0; c < DPAD / 32; ++c)
+      {
+        const float f = dev::bits16_to_float(raw[u][c], p.dtype);  // no branch around it
+        vals4[u][c] = (ris[u].valid && c * 32 + lane < p.D) ? f : 0.f;
+      }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int rr = r0 + u;
@@ -154,6 +255,9 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
 
 // Write this thread's two rows of O (acc in the m16n8 accumulator layout over DPAD/8 column
 // groups; l_run already reduced over the quad) and the LSE, or the split-KV partials.
+// V's per-channel scale and mean are loaded in batches before the stores that use them:
+// interleaved with the stores, each load waited for the store before it (the compiler cannot
+// tell that O does not alias them).
 template <int DPAD, bool INT8>
 __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
                                                   const float (&acc)[DPAD / 8][4],
@@ -163,67 +267,120 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
                                                   int split, int b, int64_t kv_head, int t4) {
   const float* vs = INT8 ? p.v_scale + kv_head * DPAD : nullptr;
   const float* vm = INT8 ? p.v_mean + kv_head * DPAD : nullptr;
+  const bool split_out = p.num_splits > 1;
+  bool empty[2], paired[2];
+  float inv_l[2], lse[2];
+  int64_t base[2];  // O element offset of the row, or its row in the split partials
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     const RowInfo& r = my_rows[rh];
-    if (!r.valid) continue;
-    const bool empty = !(l_run[rh] > 0.f);
-    const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
-    const float lse =
-        empty ? -INFINITY
-              : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f + lse_shift[rh];
-    if (p.num_splits > 1) {
-      const int64_t row = ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i;
-      float* dst = p.part_o + row * p.D;
+    empty[rh] = !(l_run[rh] > 0.f);
+    inv_l[rh] = empty[rh] ? 0.f : 1.0f / l_run[rh];
+    lse[rh] = empty[rh] ? -INFINITY
+                        : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f +
+                              lse_shift[rh];
+    base[rh] = split_out ? ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i
+                         : b * p.o_stride[0] + r.h * p.o_stride[1] + r.i * p.o_stride[2];
+    // Channel pairs (2·t4, 2·t4+1) go out as one 4-byte store when O's channels are
+    // contiguous and the row start is even (the common layouts), else element by element.
+    paired[rh] = p.o_stride[3] == 1 && (base[rh] & 1) == 0 && p.dtype != 3 &&
+                 (reinterpret_cast<uintptr_t>(p.o) & 3) == 0;
+  }
+  // V's scale and mean for kGroup column groups are loaded before their stores: all of them at
+  // once up to head dim 128 (64 registers, free by now), 4 groups at a time above.
+  constexpr int kGroup = DPAD <= 128 ? DPAD / 8 : 4;  // divides DPAD / 8 (DPAD % 32 == 0)
+  // Loads of V's per-channel scale and mean for column groups d0.. (of this thread's channels).
+  auto load_v_consts = [&](int d0, float (&sc)[kGroup][2], float (&mu)[kGroup][2]) {
+    if constexpr (INT8) {
 #pragma unroll
-      for (int dn = 0; dn < DPAD / 8; ++dn)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = dn * 8 + 2 * t4 + e;
-          if (c < p.D) {
-            float o = acc[dn][2 * rh + e] * inv_l;
-            if constexpr (INT8) o = empty ? 0.f : o * vs[c] + vm[c];
-            dst[c] = o;
-          }
-        }
-      if (t4 == 0) p.part_lse[row] = lse;
-    } else {
-      const int64_t base = b * p.o_stride[0] + r.h * p.o_stride[1] + r.i * p.o_stride[2];
-      // Channel pairs (2·t4, 2·t4+1) go out as one 4-byte store when O's channels are
-      // contiguous and the row start is even (the common layouts), else element by element.
-      const bool paired = p.o_stride[3] == 1 && (base & 1) == 0 && p.dtype != 3 &&
-                          (reinterpret_cast<uintptr_t>(p.o) & 3) == 0;
-#pragma unroll
-      for (int dn = 0; dn < DPAD / 8; ++dn) {
-        const int c0 = dn * 8 + 2 * t4;
-        float o2[2];
+      for (int j = 0; j < kGroup; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int c = c0 + e;
-          float o = acc[dn][2 * rh + e] * inv_l;
-          if constexpr (INT8) o = (empty || c >= p.D) ? 0.f : o * vs[c] + vm[c];
-          o2[e] = o;
+          const int c = (d0 + j) * 8 + 2 * t4 + e;
+          sc[j][e] = vs[c < p.D ? c : 0];
+          mu[j][e] = vm[c < p.D ? c : 0];
         }
-        if (paired && c0 + 1 < p.D) {
-          uint32_t bits;
-          if (p.dtype == 2) {
-            __nv_bfloat162 v = __floats2bfloat162_rn(o2[0], o2[1]);
-            bits = *reinterpret_cast<uint32_t*>(&v);
-          } else {
-            __half2 v = __floats2half2_rn(o2[0], o2[1]);
-            bits = *reinterpret_cast<uint32_t*>(&v);
-          }
-          *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base + c0) = bits;
-        } else {
+    }
+  };
+  if (!split_out && p.o_vec) {
+    // The short path (contiguous O channels, even row starts: every pair is one 4-byte store;
+    // D % 8 == 0, so a pair is all in or all out). Like the Q prologue, this code runs once per
+    // CTA from a cold instruction cache: one store path instead of three keeps it short.
+    const bool bf16 = p.dtype == 2;
 #pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (c0 + e < p.D)
-              dev::store_from_float(p.o, base + (c0 + e) * p.o_stride[3], p.dtype, o2[e]);
+    for (int d0 = 0; d0 < DPAD / 8; d0 += kGroup) {
+      float sc[kGroup][2], mu[kGroup][2];
+      load_v_consts(d0, sc, mu);
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        if (!my_rows[rh].valid) continue;
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) {
+          const int c0 = (d0 + j) * 8 + 2 * t4;
+          if (c0 >= p.D) continue;
+          float o2[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            o2[e] = acc[d0 + j][2 * rh + e] * inv_l[rh];
+            if constexpr (INT8) o2[e] = empty[rh] ? 0.f : o2[e] * sc[j][e] + mu[j][e];
+          }
+          const __nv_bfloat162 vb = __floats2bfloat162_rn(o2[0], o2[1]);
+          const __half2 vh = __floats2half2_rn(o2[0], o2[1]);
+          *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) =
+              bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
         }
       }
-      if (p.lse != nullptr && t4 == 0)
-        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
     }
+  } else {
+#pragma unroll
+    for (int d0 = 0; d0 < DPAD / 8; d0 += kGroup) {
+      float sc[kGroup][2], mu[kGroup][2];
+      load_v_consts(d0, sc, mu);
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        if (!my_rows[rh].valid) continue;
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) {
+          const int dn = d0 + j, c0 = dn * 8 + 2 * t4;
+          float o2[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float o = acc[dn][2 * rh + e] * inv_l[rh];
+            if constexpr (INT8) o = (empty[rh] || c0 + e >= p.D) ? 0.f : o * sc[j][e] + mu[j][e];
+            o2[e] = o;
+          }
+          if (split_out) {
+            float* dst = p.part_o + base[rh] * p.D;
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (c0 + e < p.D) dst[c0 + e] = o2[e];
+          } else if (paired[rh] && c0 + 1 < p.D) {
+            uint32_t bits;
+            if (p.dtype == 2) {
+              __nv_bfloat162 v = __floats2bfloat162_rn(o2[0], o2[1]);
+              bits = *reinterpret_cast<uint32_t*>(&v);
+            } else {
+              __half2 v = __floats2half2_rn(o2[0], o2[1]);
+              bits = *reinterpret_cast<uint32_t*>(&v);
+            }
+            *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) = bits;
+          } else {
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (c0 + e < p.D)
+                dev::store_from_float(p.o, base[rh] + (c0 + e) * p.o_stride[3], p.dtype, o2[e]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const RowInfo& r = my_rows[rh];
+    if (!r.valid || t4 != 0) continue;
+    if (split_out) p.part_lse[base[rh]] = lse[rh];
+    else if (p.lse != nullptr)
+      p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse[rh];
   }
 }
 

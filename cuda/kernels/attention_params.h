@@ -35,6 +35,10 @@ struct AttnKernelParams {
   const void* q = nullptr;
   int64_t q_stride[4] = {0, 0, 0, 0};
   int dtype = 1;  // of Q and O: INT8ATTN_DTYPE_F16 = 1, BF16 = 2
+  // Layout facts the host checked, for the kernels' short paths: Q rows contiguous and 16-byte
+  // aligned (the prologue loads 8 channels per lane); O channels contiguous and every row start
+  // 4-byte aligned (the epilogue stores channel pairs).
+  int q_vec = 0, o_vec = 0;
 
   const void* k = nullptr;
   const float* k_scale = nullptr;

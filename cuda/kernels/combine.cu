@@ -25,9 +25,14 @@ __global__ void combine_kernel(const CombineParams p) {
   for (int d = threadIdx.x; d < p.D; d += blockDim.x) {
     float acc = 0.f;
     if (!empty) {
+      // Loads unconditional (every split writes its partial row, zeros when it saw no key) and
+      // unrolled, so several splits' loads are in flight: a load inside the `l != -inf` branch
+      // was waited for split by split (decode runs up to 128 splits).
+#pragma unroll 8
       for (int s = 0; s < p.num_splits; ++s) {
         const float l = p.part_lse[s * rows + row];
-        if (l != -INFINITY) acc += __expf(l - mx) * p.part_o[(s * rows + row) * p.D + d];
+        const float x = p.part_o[(s * rows + row) * p.D + d];
+        acc += (l == -INFINITY) ? 0.f : __expf(l - mx) * x;
       }
       acc /= denom;
     }

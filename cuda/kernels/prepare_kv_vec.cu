@@ -35,9 +35,18 @@ __device__ __forceinline__ int64_t row_offset(const int64_t (&s)[4], int b, int 
   return b * s[0] + h * s[1] + static_cast<int64_t>(j) * s[2];
 }
 
+// 16 bytes = 8 channels. Loads are separate from their conversion on purpose: every kernel
+// here issues all of a thread's loads for a step before it uses any of them, from addresses
+// that are always readable (clamped to a valid row, the value then ignored). A load whose value
+// is used inside the same bounds-check branch is waited for before the next one is issued,
+// which made these kernels latency-bound at ~25% of DRAM bandwidth (NOTES run 24).
 template <typename T>
-__device__ __forceinline__ void load8(const T* src, float (&x)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+__device__ __forceinline__ uint4 load16(const T* src) {
+  return *reinterpret_cast<const uint4*>(src);
+}
+
+template <typename T>
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&x)[8]) {
   const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
   for (int i = 0; i < 8; ++i) x[i] = dev::to_float(e[i]);
@@ -69,19 +78,31 @@ __global__ void __launch_bounds__(kThreads) kv_stats_vec_kernel(const KvPrepPara
       mxk[i] = mxv[i] = -INFINITY;
       mnk[i] = mnv[i] = INFINITY;
     }
-#pragma unroll 4
-    for (int j = j0 + r; j < j1; j += steps) {
-      float kx[8], vx[8];
-      load8(K + row_offset(p.k_stride, b, h, j) + c * 8, kx);
-      load8(V + row_offset(p.v_stride, b, h, j) + c * 8, vx);
+    constexpr int kUnroll = 4;  // rows whose loads are in flight together
+    for (int j = j0 + r; j < j1; j += kUnroll * steps) {
+      uint4 kr[kUnroll], vr[kUnroll];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        sk[i] += kx[i];
-        mxk[i] = fmaxf(mxk[i], kx[i]);
-        mnk[i] = fminf(mnk[i], kx[i]);
-        sv[i] += vx[i];
-        mxv[i] = fmaxf(mxv[i], vx[i]);
-        mnv[i] = fminf(mnv[i], vx[i]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int jj = j + u * steps < j1 ? j + u * steps : j;
+        kr[u] = load16(K + row_offset(p.k_stride, b, h, jj) + c * 8);
+        vr[u] = load16(V + row_offset(p.v_stride, b, h, jj) + c * 8);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        // A repeated row (past j1) adds nothing: branch-free, so nothing delays the loads.
+        const bool ok = j + u * steps < j1;
+        float kx[8], vx[8];
+        unpack8<T>(kr[u], kx);
+        unpack8<T>(vr[u], vx);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          sk[i] += ok ? kx[i] : 0.f;
+          mxk[i] = fmaxf(mxk[i], kx[i]);
+          mnk[i] = fminf(mnk[i], kx[i]);
+          sv[i] += ok ? vx[i] : 0.f;
+          mxv[i] = fmaxf(mxv[i], vx[i]);
+          mnv[i] = fminf(mnv[i], vx[i]);
+        }
       }
     }
 #pragma unroll
@@ -126,12 +147,22 @@ __global__ void __launch_bounds__(kThreads) q_stats_vec_kernel(const KvPrepParam
     for (int qb = 0; qb < p.q_batches; ++qb) {
       const int bq = p.q_batches > 1 ? qb : b;
       for (int g = 0; g < p.G; ++g) {
-#pragma unroll 4
-        for (int i = i0 + r; i < i1; i += steps) {
-          float x[8];
-          load8(Q + row_offset(p.q_stride, bq, hkv * p.G + g, i) + c * 8, x);
+        // A maximum is unchanged by a repeated row: out-of-range rows re-read row i.
+        constexpr int kUnroll = 8;
+        for (int i = i0 + r; i < i1; i += kUnroll * steps) {
+          uint4 raw[kUnroll];
 #pragma unroll
-          for (int k = 0; k < 8; ++k) m[k] = fmaxf(m[k], fabsf(x[k]));
+          for (int u = 0; u < kUnroll; ++u) {
+            const int ii = i + u * steps < i1 ? i + u * steps : i;
+            raw[u] = load16(Q + row_offset(p.q_stride, bq, hkv * p.G + g, ii) + c * 8);
+          }
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            float x[8];
+            unpack8<T>(raw[u], x);
+#pragma unroll
+            for (int k = 0; k < 8; ++k) m[k] = fmaxf(m[k], fabsf(x[k]));
+          }
         }
       }
     }
@@ -171,7 +202,6 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
   }
   if (threadIdx.x < kTokens) s_amax[threadIdx.x] = 0.f;
   if (threadIdx.x < 32) s_token_of_col[fp8_v_logical_position(threadIdx.x)] = threadIdx.x;
-  __syncthreads();
   const int vt_pitch = p.dpad + 4;
 
   // Which items this thread owns, and where they go.
@@ -183,40 +213,68 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
     return (j < p.n || p.fill_tail) && dest_key(tok) < p.nk_pad;
   };
 
+  // All of this thread's K and V loads first (raw 16-byte words; see load16). Items are
+  // (token, chunk) pairs it, it + 256, ...; items is a multiple of 256 (dpad % 32 == 0), so
+  // `k < n_items` is the same for the whole CTA.
+  const int n_items = items / kThreads;
+  uint4 kraw[kMaxItems], vraw[kMaxItems];
+#pragma unroll
+  for (int k = 0; k < kMaxItems; ++k) {
+    if (k >= n_items) break;
+    const int it = threadIdx.x + k * kThreads;
+    const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
+    const bool live = j < p.n && c < cpr;
+    kraw[k] = load16(K + (live ? row_offset(p.k_stride, b, h, j) + c * 8 : 0));
+    vraw[k] = load16(V + (live ? row_offset(p.v_stride, b, h, j) + c * 8 : 0));
+  }
+  __syncthreads();  // the per-channel constants above are in shared memory
+
   if (!quant) {  // EXACT: 16-byte copies in the input dtype, zero padding
-    for (int it = threadIdx.x; it < items; it += kThreads) {
+#pragma unroll
+    for (int k = 0; k < kMaxItems; ++k) {
+      if (k >= n_items) break;
+      const int it = threadIdx.x + k * kThreads;
       const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
       if (!writes(tok)) continue;
-      uint4 kraw = make_uint4(0, 0, 0, 0), vraw = make_uint4(0, 0, 0, 0);
-      if (j < p.n && c < cpr) {
-        kraw = *reinterpret_cast<const uint4*>(K + row_offset(p.k_stride, b, h, j) + c * 8);
-        vraw = *reinterpret_cast<const uint4*>(V + row_offset(p.v_stride, b, h, j) + c * 8);
-      }
+      const bool live = j < p.n && c < cpr;
+      const uint4 zero = make_uint4(0, 0, 0, 0);
       const int64_t row = (static_cast<int64_t>(head) * p.nk_pad + dest_key(tok)) * p.dpad;
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_out) + row + c * 8) = kraw;
-      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_out) + row + c * 8) = vraw;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_out) + row + c * 8) =
+          live ? kraw[k] : zero;
+      *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.v_out) + row + c * 8) =
+          live ? vraw[k] : zero;
     }
     return;
   }
 
-  // Pass 1: K values (smoothed, balanced) kept in registers; per-token absmax in shared memory.
-  float kx[kMaxItems][8];
-#pragma unroll
-  for (int k = 0; k < kMaxItems; ++k) {
+  // K of item k, smoothed and balanced (computed again in pass 2 rather than kept: 32
+  // registers of raw words instead of 64 of floats).
+  auto k_values = [&](int k, float (&x)[8]) {
     const int it = threadIdx.x + k * kThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
-    float amax = 0.f;
-    if (it < items && j < p.n && c < cpr) {
-      load8(K + row_offset(p.k_stride, b, h, j) + c * 8, kx[k]);
+    if (j < p.n && c < cpr) {
+      unpack8<T>(kraw[k], x);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        kx[k][i] = (kx[k][i] - s_mu_k[c * 8 + i]) * s_alpha[c * 8 + i];
-        amax = fmaxf(amax, fabsf(kx[k][i]));
-      }
-      atomicMax(reinterpret_cast<int*>(&s_amax[tok]), __float_as_int(amax));  // amax >= 0
+      for (int i = 0; i < 8; ++i) x[i] = (x[i] - s_mu_k[c * 8 + i]) * s_alpha[c * 8 + i];
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) kx[k][i] = 0.f;
+      for (int i = 0; i < 8; ++i) x[i] = 0.f;
+    }
+  };
+
+  // Pass 1: per-token absmax of K in shared memory.
+#pragma unroll
+  for (int k = 0; k < kMaxItems; ++k) {
+    if (k >= n_items) break;
+    const int it = threadIdx.x + k * kThreads;
+    const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
+    if (j < p.n && c < cpr) {
+      float x[8];
+      k_values(k, x);
+      float amax = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(x[i]));
+      atomicMax(reinterpret_cast<int*>(&s_amax[tok]), __float_as_int(amax));  // amax >= 0
     }
   }
   __syncthreads();
@@ -234,18 +292,20 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
   // Pass 2: INT8 K (8 bytes per item) and its per-key scale.
 #pragma unroll
   for (int k = 0; k < kMaxItems; ++k) {
+    if (k >= n_items) break;
     const int it = threadIdx.x + k * kThreads;
-    if (it >= items) continue;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
     if (!writes(tok)) continue;
     const bool in_src = j < p.n;
     const float scale =
         qm::int8_scale(p.k_per_token ? s_amax[tok] : s_block_amax, p.k_multiplier);
     const float inv = 1.0f / scale;
+    float x[8];
+    k_values(k, x);
     uint32_t w[2] = {0u, 0u};
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t q = static_cast<uint8_t>(qm::quantize_int8(kx[k][i], inv));
+      const uint32_t q = static_cast<uint8_t>(qm::quantize_int8(x[i], inv));
       w[i / 4] |= q << (8 * (i % 4));
     }
     const int64_t krow = static_cast<int64_t>(head) * p.nk_pad + dest_key(tok);
@@ -254,13 +314,16 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
     if (c == 0) p.k_scale[krow] = in_src ? scale : 1.0f;
   }
 
-  // Pass 3: V, streamed: fp16 rows (BALANCED) or E4M3 staged for the transposed layout (FAST).
+  // Pass 3: V: fp16 rows (BALANCED) or E4M3 staged for the transposed layout (FAST).
   const bool fast = p.mode == 3;
-  for (int it = threadIdx.x; it < items; it += kThreads) {
+#pragma unroll
+  for (int k = 0; k < kMaxItems; ++k) {
+    if (k >= n_items) break;
+    const int it = threadIdx.x + k * kThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
     float y[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     if (j < p.n && c < cpr) {
-      load8(V + row_offset(p.v_stride, b, h, j) + c * 8, y);
+      unpack8<T>(vraw[k], y);
 #pragma unroll
       for (int i = 0; i < 8; ++i) y[i] = (y[i] - s_mu_v[c * 8 + i]) * s_inv_sv[c * 8 + i];
     }

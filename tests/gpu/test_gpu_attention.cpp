@@ -38,13 +38,14 @@ struct DeviceTensor {
   DeviceTensor& operator=(const DeviceTensor&) = delete;
 };
 
-// Copy a host tensor to the device; the descriptor keeps the host tensor's strides.
-int8attn_tensor_t upload(const t::HostTensor& h, DeviceTensor& d) {
+// Copy a host tensor to the device, `offset` bytes into the allocation; the descriptor keeps
+// the host tensor's strides.
+int8attn_tensor_t upload(const t::HostTensor& h, DeviceTensor& d, size_t offset = 0) {
   const size_t bytes = static_cast<size_t>(h.numel()) * t::dtype_size(h.dtype());
-  d.alloc(bytes);
-  cudaMemcpy(d.ptr, h.data(), bytes, cudaMemcpyHostToDevice);
+  d.alloc(bytes + offset);
+  cudaMemcpy(static_cast<char*>(d.ptr) + offset, h.data(), bytes, cudaMemcpyHostToDevice);
   int8attn_tensor_t desc = h.desc();
-  desc.data = d.ptr;
+  desc.data = static_cast<char*>(d.ptr) + offset;
   desc.device_type = INT8ATTN_DEVICE_CUDA;
   desc.device_id = 0;
   return desc;
@@ -60,6 +61,9 @@ struct Case {
   std::vector<int32_t> k_lengths;
   bool with_lse = false;
   bool broadcast_kv = false;  // K/V given with B = 1 and batch stride 0
+  // Q and O start one element into their buffers: not 16- / 4-byte aligned, so the kernels
+  // take their general Q-load and O-store paths instead of the vectorised ones.
+  bool misaligned_q_o = false;
   std::vector<uint8_t> mask;  // dense [1, 1, nqb, nkb] when non-empty
   int64_t mask_qb = 128, mask_kb = 64;
   uint64_t seed = 1;
@@ -94,8 +98,9 @@ class GpuAttention : public ::testing::Test {
     t::HostTensor ho(c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
 
     DeviceTensor dq, dk, dv, dout, dlse, dlen, dmask;
-    int8attn_tensor_t q = upload(hq, dq), k = upload(hk, dk), v = upload(hv, dv);
-    int8attn_tensor_t o = upload(ho, dout);
+    const size_t qo_offset = c.misaligned_q_o ? t::dtype_size(c.dtype) : 0;
+    int8attn_tensor_t q = upload(hq, dq, qo_offset), k = upload(hk, dk), v = upload(hv, dv);
+    int8attn_tensor_t o = upload(ho, dout, qo_offset);
     if (c.broadcast_kv) {
       k.shape[0] = v.shape[0] = c.B;
       k.strides[0] = v.strides[0] = 0;
@@ -137,7 +142,7 @@ class GpuAttention : public ::testing::Test {
     }
     I8A_OK(int8attn_forward(ctx_, &q, &k, &v, &o, &fp));
     I8A_OK(int8attn_synchronize(ctx_, nullptr));
-    CUDA_OK(cudaMemcpy(ho.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(ho.data(), o.data, dout.bytes - qo_offset, cudaMemcpyDeviceToHost));
     const std::vector<float> gpu = ho.values();
     out.unwritten = 0;
     for (float x : gpu) out.unwritten += std::isnan(x) ? 1 : 0;
@@ -268,6 +273,20 @@ TEST_F(GpuAttention, Bf16NhdGqaAndMqa) {
       Outcome r;
       run(c, r);
       expect_bar(c, r, name(c) + " Hkv=" + std::to_string(hkv));
+    }
+}
+
+TEST_F(GpuAttention, MisalignedQAndOTakeTheGeneralPaths) {
+  for (int32_t mode : kModes)
+    for (int64_t D : {40, 128, 160}) {
+      Case c;
+      c.mode = mode;
+      c.D = D;
+      c.misaligned_q_o = true;
+      c.family = t::Family::OutlierChannels;
+      Outcome r;
+      run(c, r);
+      expect_bar(c, r, name(c) + " misaligned Q/O");
     }
 }
 
