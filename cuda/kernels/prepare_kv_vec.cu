@@ -105,15 +105,34 @@ __global__ void __launch_bounds__(kThreads) kv_stats_vec_kernel(const KvPrepPara
         }
       }
     }
+    // Lanes lane, lane + cpr, ... of a warp hold the same 8 channels: combine them with shuffles
+    // first, so one lane per chunk does the shared atomics (a float atomicAdd on shared memory
+    // is a compare-and-swap loop, and 16-32 lanes on one address serialised it: NOTES run 26).
+    const bool warp_combined = 32 % cpr == 0;  // else some warps straddle two token rows
+    if (warp_combined) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int d = c * 8 + i;
-      atomicAdd(&s_acc[0][d], sk[i]);
-      dev::atomic_max_float(&s_acc[1][d], mxk[i]);
-      dev::atomic_min_float(&s_acc[2][d], mnk[i]);
-      atomicAdd(&s_acc[3][d], sv[i]);
-      dev::atomic_max_float(&s_acc[4][d], mxv[i]);
-      dev::atomic_min_float(&s_acc[5][d], mnv[i]);
+      for (int o = 16; o >= cpr; o >>= 1)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          sk[i] += __shfl_xor_sync(0xffffffffu, sk[i], o);
+          mxk[i] = fmaxf(mxk[i], __shfl_xor_sync(0xffffffffu, mxk[i], o));
+          mnk[i] = fminf(mnk[i], __shfl_xor_sync(0xffffffffu, mnk[i], o));
+          sv[i] += __shfl_xor_sync(0xffffffffu, sv[i], o);
+          mxv[i] = fmaxf(mxv[i], __shfl_xor_sync(0xffffffffu, mxv[i], o));
+          mnv[i] = fminf(mnv[i], __shfl_xor_sync(0xffffffffu, mnv[i], o));
+        }
+    }
+    if (!warp_combined || (threadIdx.x & 31) < cpr) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int d = c * 8 + i;
+        atomicAdd(&s_acc[0][d], sk[i]);
+        dev::atomic_max_float(&s_acc[1][d], mxk[i]);
+        dev::atomic_min_float(&s_acc[2][d], mnk[i]);
+        atomicAdd(&s_acc[3][d], sv[i]);
+        dev::atomic_max_float(&s_acc[4][d], mxv[i]);
+        dev::atomic_min_float(&s_acc[5][d], mnv[i]);
+      }
     }
   }
   __syncthreads();
@@ -166,9 +185,16 @@ __global__ void __launch_bounds__(kThreads) q_stats_vec_kernel(const KvPrepParam
         }
       }
     }
+    const bool warp_combined = 32 % cpr == 0;  // as in kv_stats_vec_kernel
+    if (warp_combined)
 #pragma unroll
-    for (int k = 0; k < 8; ++k)
-      atomicMax(reinterpret_cast<int*>(&s_max[c * 8 + k]), __float_as_int(m[k]));  // m >= 0
+      for (int o = 16; o >= cpr; o >>= 1)
+#pragma unroll
+        for (int k = 0; k < 8; ++k) m[k] = fmaxf(m[k], __shfl_xor_sync(0xffffffffu, m[k], o));
+    if (!warp_combined || (threadIdx.x & 31) < cpr)
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        atomicMax(reinterpret_cast<int*>(&s_max[c * 8 + k]), __float_as_int(m[k]));  // m >= 0
   }
   __syncthreads();
   float* acc = p.partials + (static_cast<int64_t>(head) * (kStats + 1) + kStats) * p.dpad;
@@ -177,8 +203,13 @@ __global__ void __launch_bounds__(kThreads) q_stats_vec_kernel(const KvPrepParam
 }
 
 // Quantize one 64-token tile: items are (token, 8-channel chunk) pairs over the padded width.
-template <typename T>
-__global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepParams p) {
+// kItems: the most (token, chunk) items a thread owns at this padded head dim (dpad / 32),
+// rounded up to 2, 4 or 8: the raw K/V words of all of them stay in registers, so a kernel sized
+// for head dim 256 would hold twice the registers head dim 128 needs and fit fewer CTAs per SM
+// (2 instead of 4 at head dim 128; this kernel is latency-bound, NOTES run 26).
+template <typename T, int kItems>
+__global__ void __launch_bounds__(kThreads, kItems <= 4 ? 4 : 2)
+    kv_quantize_vec_kernel(const KvPrepParams p) {
   // FAST: [64 tokens][dpad + 4] E4M3 staging; the 4-byte pad spreads a column's tokens over
   // the banks for the transposing read below.
   extern __shared__ __align__(16) uint8_t s_vt[];
@@ -217,9 +248,9 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
   // (token, chunk) pairs it, it + 256, ...; items is a multiple of 256 (dpad % 32 == 0), so
   // `k < n_items` is the same for the whole CTA.
   const int n_items = items / kThreads;
-  uint4 kraw[kMaxItems], vraw[kMaxItems];
+  uint4 kraw[kItems], vraw[kItems];
 #pragma unroll
-  for (int k = 0; k < kMaxItems; ++k) {
+  for (int k = 0; k < kItems; ++k) {
     if (k >= n_items) break;
     const int it = threadIdx.x + k * kThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
@@ -231,7 +262,7 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
 
   if (!quant) {  // EXACT: 16-byte copies in the input dtype, zero padding
 #pragma unroll
-    for (int k = 0; k < kMaxItems; ++k) {
+    for (int k = 0; k < kItems; ++k) {
       if (k >= n_items) break;
       const int it = threadIdx.x + k * kThreads;
       const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
@@ -264,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
 
   // Pass 1: per-token absmax of K in shared memory.
 #pragma unroll
-  for (int k = 0; k < kMaxItems; ++k) {
+  for (int k = 0; k < kItems; ++k) {
     if (k >= n_items) break;
     const int it = threadIdx.x + k * kThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
@@ -291,7 +322,7 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
 
   // Pass 2: INT8 K (8 bytes per item) and its per-key scale.
 #pragma unroll
-  for (int k = 0; k < kMaxItems; ++k) {
+  for (int k = 0; k < kItems; ++k) {
     if (k >= n_items) break;
     const int it = threadIdx.x + k * kThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
@@ -317,7 +348,7 @@ __global__ void __launch_bounds__(kThreads) kv_quantize_vec_kernel(const KvPrepP
   // Pass 3: V: fp16 rows (BALANCED) or E4M3 staged for the transposed layout (FAST).
   const bool fast = p.mode == 3;
 #pragma unroll
-  for (int k = 0; k < kMaxItems; ++k) {
+  for (int k = 0; k < kItems; ++k) {
     if (k >= n_items) break;
     const int it = threadIdx.x + k * kThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
@@ -442,8 +473,12 @@ cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>((keys + kTokens - 1) / kTokens), heads);
   const size_t smem = p.mode == 3 ? static_cast<size_t>(kTokens) * (p.dpad + 4) : 0;
   dev::dispatch_dtype(p.dtype, [&](auto t) {
-    if constexpr (sizeof(t) == 2)
-      kv_quantize_vec_kernel<decltype(t)><<<grid, kThreads, smem, s>>>(p);
+    if constexpr (sizeof(t) == 2) {
+      using T = decltype(t);
+      if (p.dpad <= 64) kv_quantize_vec_kernel<T, 2><<<grid, kThreads, smem, s>>>(p);
+      else if (p.dpad <= 128) kv_quantize_vec_kernel<T, 4><<<grid, kThreads, smem, s>>>(p);
+      else kv_quantize_vec_kernel<T, kMaxItems><<<grid, kThreads, smem, s>>>(p);
+    }
     return 0;
   });
   return cudaGetLastError();
