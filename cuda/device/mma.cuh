@@ -16,6 +16,14 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// One 16-byte global store; the caller guarantees the alignment (the compiler, unable to prove
+// it through a computed 2-byte-element pointer, would otherwise split a uint4 store in four).
+__device__ __forceinline__ void st_global_16(void* gmem, const uint4& v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(gmem), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 // 16-byte global -> shared copy, zero-filled when `valid` is false (tails, padding).
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
   const int bytes = valid ? 16 : 0;

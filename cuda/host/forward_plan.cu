@@ -71,8 +71,8 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   if (p.dtype == INT8ATTN_DTYPE_F16 || p.dtype == INT8ATTN_DTYPE_BF16) {
     a.q_vec = p.q.stride[3] == 1 && reinterpret_cast<uintptr_t>(p.q.data) % 16 == 0 &&
               p.q.stride[0] % 8 == 0 && p.q.stride[1] % 8 == 0 && p.q.stride[2] % 8 == 0;
-    a.o_vec = p.o_stride[3] == 1 && reinterpret_cast<uintptr_t>(p.o) % 4 == 0 &&
-              p.o_stride[0] % 2 == 0 && p.o_stride[1] % 2 == 0 && p.o_stride[2] % 2 == 0;
+    a.o_vec = p.o_stride[3] == 1 && reinterpret_cast<uintptr_t>(p.o) % 16 == 0 &&
+              p.o_stride[0] % 8 == 0 && p.o_stride[1] % 8 == 0 && p.o_stride[2] % 8 == 0;
   }
   a.lse = p.lse;
   for (int i = 0; i < 3; ++i) a.lse_stride[i] = p.lse_stride[i];

@@ -35,9 +35,9 @@ struct AttnKernelParams {
   const void* q = nullptr;
   int64_t q_stride[4] = {0, 0, 0, 0};
   int dtype = 1;  // of Q and O: INT8ATTN_DTYPE_F16 = 1, BF16 = 2
-  // Layout facts the host checked, for the kernels' short paths: Q rows contiguous and 16-byte
-  // aligned (the prologue loads 8 channels per lane); O channels contiguous and every row start
-  // 4-byte aligned (the epilogue stores channel pairs).
+  // Layout facts the host checked, for the kernels' short paths: Q rows, and O rows, contiguous
+  // and 16-byte aligned (8 channels per 16-byte load or store; the warp-MMA epilogue stores
+  // channel pairs).
   int q_vec = 0, o_vec = 0;
 
   const void* k = nullptr;

@@ -65,10 +65,180 @@ struct Sm90Traits {
   // the 128-byte swizzle requires.
   static constexpr int kStageBytes = kKBytes + kVBytes + 1024;
   static constexpr int kMiscBytes = 8 * kBM + 128;  // Q scales, LSE shifts, barriers
-  static constexpr int kSmemBytes = 1024 + kQBytes + kSm90Stages * kStageBytes + kMiscBytes;
+  // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
+  // (sm90_staged_io below); rows padded by 32 bytes against bank conflicts, then 16 row flags.
+  // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
+  static constexpr int kOutPitch = DPAD * 4 + 32;
+  static constexpr int kWarpStagingBytes = 16 * kOutPitch + 64;
+  static constexpr int kBaseSmemBytes = 1024 + kQBytes + kSm90Stages * kStageBytes + kMiscBytes;
+  static constexpr bool kStagedIO =
+      DPAD == 128 && kBaseSmemBytes + 4 * kConsumers * kWarpStagingBytes <= 227 * 1024;
+  static constexpr int kSmemBytes =
+      kBaseSmemBytes + (kStagedIO ? 4 * kConsumers * kWarpStagingBytes : 0);
+  static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
   static constexpr int kKSteps = DPAD / 32;  // Q·Kᵀ k-steps of 32 bytes
   static constexpr int kDTiles = DPAD / 8;
 };
+
+// Q in and O out through a per-warp staging area of shared memory, for contiguous, 16-byte
+// aligned Q and O (AttnKernelParams::q_vec / o_vec). Both run once per CTA from a cold
+// instruction cache, so their length is their cost (NOTES runs 25 and 27): the copies go
+// through shared memory so that the per-row work runs in rolled loops of ~200 instructions
+// instead of ~1,400 unrolled ones, with every global access 16 bytes wide.
+// Lane mapping of both: kLanes lanes per row, 8 channels each; 32 / kLanes rows per pass.
+template <int DPAD>
+struct Sm90RowChunks {
+  static constexpr int kChunks = DPAD / 8;
+  static constexpr int kLanes = kChunks <= 8 ? 8 : 16;  // DPAD is 64 or 128
+  static constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
+};
+
+// Stage the warp's 16 query rows (packed rows packed_row0.., shared rows r_local0..) in sQ as
+// INT8 with per-row scales: the same maths as stage_q_warp_rows.
+template <int DPAD, typename QTile>
+__device__ __forceinline__ void sm90_stage_q_rows(const AttnKernelParams& p, int b, int hkv,
+                                                  int L, int64_t kv_head, int packed_row0,
+                                                  int r_local0, uint8_t* sQ, float* sQScale,
+                                                  float* sLseShift, int lane, uint8_t* staging) {
+  using RC = Sm90RowChunks<DPAD>;
+  const int chunk = lane % RC::kLanes, c0 = chunk * 8;
+  const bool live_chunk = c0 < p.D;  // D % 8 == 0: a chunk is all in or all out
+  const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
+  // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once, from a
+  // rolled loop that holds no registers for them.
+#pragma unroll 1
+  for (int ps = 0; ps < RC::kPasses; ++ps) {
+    const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
+    const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
+    const bool ok = ri.valid && live_chunk;
+    const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2] + c0;
+    dev::cp_async_16(staging + (row * RC::kLanes + chunk) * 16, q16 + (ok ? off : 0), ok);
+  }
+  dev::cp_async_commit();
+  // This lane's 8 channels of mu_K (smoothing shift) and 1/alpha (balancing), while the copies fly.
+  float kmu[8], inv_alpha[8];
+  {
+    const int cc = live_chunk ? c0 : 0;
+    const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
+    const float* alpha_p = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD + cc : nullptr;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
+      inv_alpha[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      kmu[i] = live_chunk ? kmu[i] : 0.f;
+      inv_alpha[i] = live_chunk ? 1.0f / inv_alpha[i] : 1.f;
+    }
+  }
+  dev::cp_async_wait<0>();  // each lane reads back only its own copies
+#pragma unroll 1
+  for (int ps = 0; ps < RC::kPasses; ++ps) {
+    const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
+    const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * RC::kLanes + chunk) * 16);
+    const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
+    float x[8], shift = 0.f, amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x[i] = dev::bits16_to_float(e[i], p.dtype);  // 0 outside Q (zero-filled)
+      shift += x[i] * kmu[i];
+      x[i] *= inv_alpha[i];
+      amax = fmaxf(amax, fabsf(x[i]));
+    }
+#pragma unroll
+    for (int o = RC::kLanes / 2; o > 0; o >>= 1) {
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      shift += __shfl_xor_sync(0xffffffffu, shift, o);
+    }
+    const int r_local = r_local0 + row;
+    const float sc = qm::int8_scale(amax, p.q_multiplier);
+    const float inv = 1.0f / sc;
+    uint32_t w[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
+                  << (8 * (i % 4));
+    *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = make_uint2(w[0], w[1]);
+    if (chunk == 0) {
+      sLseShift[r_local] = shift * p.sm_scale;  // smoothing removed q·mu_K; the LSE adds it
+      sQScale[r_local] = sc * p.sm_scale_log2;
+    }
+  }
+}
+
+// Write the warp's 16 rows of O (acc in the wgmma accumulator layout, l_run reduced over the
+// quad) and the LSE: normalised fp32 rows into the staging area, then 16-byte stores of 8
+// channels with V's scale and mean applied (the same maths as write_output_rows).
+template <int DPAD>
+__device__ __forceinline__ void sm90_store_o_rows(const AttnKernelParams& p,
+                                                  const float (&acc)[DPAD / 8][4],
+                                                  const float (&m_run)[2], const float (&l_run)[2],
+                                                  const RowInfo (&my_rows)[2],
+                                                  const float (&lse_shift)[2], float kPOffset,
+                                                  int b, int hkv, int L, int64_t kv_head,
+                                                  int packed_row0, int lane, uint8_t* staging) {
+  using RC = Sm90RowChunks<DPAD>;
+  constexpr int kPitch = DPAD + 8;  // floats per staged row (Sm90Traits::kOutPitch)
+  float* sO = reinterpret_cast<float*>(staging);
+  float* sEmpty = sO + 16 * kPitch;
+  const int g8 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const bool empty = !(l_run[rh] > 0.f);
+    const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
+    const int row = g8 + 8 * rh;
+#pragma unroll
+    for (int dn = 0; dn < DPAD / 8; ++dn)
+      *reinterpret_cast<float2*>(sO + row * kPitch + dn * 8 + 2 * t4) =
+          make_float2(acc[dn][2 * rh] * inv_l, acc[dn][2 * rh + 1] * inv_l);
+    const RowInfo& r = my_rows[rh];
+    if (t4 == 0) {
+      sEmpty[row] = empty ? 1.f : 0.f;
+      if (r.valid && p.lse != nullptr)
+        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] =
+            empty ? -INFINITY
+                  : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f +
+                        lse_shift[rh];
+    }
+  }
+  __syncwarp();
+  const int chunk = lane % RC::kLanes, c0 = chunk * 8;
+  const bool live_chunk = c0 < p.D;
+  float sc[8], mu[8];
+  {
+    const float* vs = p.v_scale + kv_head * DPAD + (live_chunk ? c0 : 0);
+    const float* vm = p.v_mean + kv_head * DPAD + (live_chunk ? c0 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sc[i] = vs[i];
+      mu[i] = vm[i];
+    }
+  }
+  const bool bf16 = p.dtype == 2;
+#pragma unroll 1
+  for (int ps = 0; ps < RC::kPasses; ++ps) {
+    const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
+    const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
+    if (!ri.valid || !live_chunk) continue;
+    const float4 lo = *reinterpret_cast<const float4*>(sO + row * kPitch + c0);
+    const float4 hi = *reinterpret_cast<const float4*>(sO + row * kPitch + c0 + 4);
+    const bool empty = sEmpty[row] != 0.f;
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float a = empty ? 0.f : v[2 * i] * sc[2 * i] + mu[2 * i];
+      const float c = empty ? 0.f : v[2 * i + 1] * sc[2 * i + 1] + mu[2 * i + 1];
+      const __nv_bfloat162 vb = __floats2bfloat162_rn(a, c);
+      const __half2 vh = __floats2half2_rn(a, c);
+      w[i] = bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
+    }
+    dev::st_global_16(static_cast<uint16_t*>(p.o) + b * p.o_stride[0] + ri.h * p.o_stride[1] +
+                          ri.i * p.o_stride[2] + c0,
+                      make_uint4(w[0], w[1], w[2], w[3]));
+  }
+}
 
 template <int DPAD, int MODE>
 __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
@@ -77,8 +247,10 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   using T = Sm90Traits<DPAD, MODE>;
   const AttnKernelParams& p = P.a;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023));
+  // Aligned to 1024 bytes (128-byte swizzle) by pointer arithmetic on smem_raw itself: a
+  // round trip through an integer loses the address space, and every access through the result
+  // became a generic LD/ST instead of LDS/STS.
+  uint8_t* smem = smem_raw + ((1024u - (dev::smem_addr(smem_raw) & 1023u)) & 1023u);
   uint8_t* sQ = smem;
   uint8_t* sStages = smem + T::kQBytes;
   uint8_t* misc = sStages + kSm90Stages * T::kStageBytes;
@@ -86,6 +258,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   float* sLseShift = sQScale + T::kBM;
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(misc + 8 * T::kBM);
   uint64_t* empty_bar = full_bar + kSm90Stages;
+  uint8_t* staging = misc + T::kMiscBytes;  // + (warp - 4) * kWarpStagingBytes per consumer warp
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = tid >> 7;
@@ -159,10 +332,16 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     // Q of this warp's 16 rows: quantized into shared memory once; the warpgroup's 64 rows are
     // complete after its named barrier (ids 1.. : one per consumer warpgroup).
     const int cw = warp - 4;
-    float row_absmax[16];
-    stage_q_warp_rows<DPAD, true, false, dev::SwizzledTile<DPAD>, 16>(
-        p, b, hkv, L, kv_head, m_tile * T::kBM + cw * 16, cw * 16, sQ, sQScale, sLseShift,
-        lane, row_absmax);
+    if (T::kStagedIO && p.q_vec) {
+      sm90_stage_q_rows<DPAD, dev::SwizzledTile<DPAD>>(
+          p, b, hkv, L, kv_head, m_tile * T::kBM + cw * 16, cw * 16, sQ, sQScale, sLseShift,
+          lane, staging + cw * T::kWarpStagingBytes);
+    } else {
+      float row_absmax[16];
+      stage_q_warp_rows<DPAD, true, false, dev::SwizzledTile<DPAD>, 16>(
+          p, b, hkv, L, kv_head, m_tile * T::kBM + cw * 16, cw * 16, sQ, sQScale, sLseShift,
+          lane, row_absmax);
+    }
     dev::fence_proxy_async_smem();  // Q is read by wgmma (async proxy)
     dev::named_bar_sync(wg, 128);
   }
@@ -381,8 +560,12 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
   }
-  write_output_rows<DPAD, true>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
-                                kv_head, t4);
+  if (T::kStagedIO && p.num_splits == 1 && p.o_vec)
+    sm90_store_o_rows<DPAD>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L, kv_head,
+                            m_tile * T::kBM + row0, lane, staging + (warp - 4) * T::kWarpStagingBytes);
+  else
+    write_output_rows<DPAD, true>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
+                                  kv_head, t4);
 #else
   __trap();  // compiled for sm_90a only
 #endif
