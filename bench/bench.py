@@ -98,6 +98,18 @@ def time_fn(fn, reps: int = 20) -> tuple[float, str]:
     return times[len(times) // 2], method
 
 
+def device_copy_gbps() -> float:
+    """The chip's measured copy bandwidth (bytes read + written / time, 1 GiB device-to-device
+    copies, CUDA-graph timed like everything else): the yardstick for decode's GB/s."""
+    src = torch.empty(1 << 29, device="cuda", dtype=torch.float16).normal_()
+    dst = torch.empty_like(src)
+    ms, _ = time_fn(lambda: dst.copy_(src))
+    gbps = 2.0 * src.numel() * src.element_size() / (ms * 1e-3) / 1e9
+    del src, dst
+    torch.cuda.empty_cache()
+    return gbps
+
+
 def reference_rows(q, k, v, rows_idx, heads):
     """float64 attention for the sampled rows of batch 0 and the given q-heads."""
     G = q.shape[1] // k.shape[1]
@@ -197,9 +209,11 @@ def bench_shape(name, B, Hq, Hkv, Nq, Nk, D, ctx, decode: bool):
 def markdown(results, meta) -> str:
     lines = [f"# int8attn benchmark, {meta['gpu']}, {meta['date']}", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, CUDA {meta['cuda']}; command: "
-             f"`{meta['command']}`", "",
+             f"`{meta['command']}`; device copy {meta.get('copy_gbps', 0):.0f} GB/s "
+             "(read + write).", "",
              "Times in ms (median, CUDA events); x = speed-up over torch cuDNN SDPA in the same run;"
-             " acc = rel-L1 vs float64 on sampled rows.", "",
+             " acc = rel-L1 vs float64 on sampled rows. Decode rows: GB/s of K and V read (fp16 for"
+             " torch and EXACT, the cache's INT8 K + FP8/fp16 V for the kernel columns).", "",
              "| shape | B,Hq/Hkv,Nq,Nk,D | cuDNN | flash | EXACT | BALANCED | FAST | BAL kernel | FAST kernel |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -210,7 +224,8 @@ def markdown(results, meta) -> str:
             x = m.get("speedup_vs_cudnn")
             extra = f" ({x:.2f}x)" if x and not key.startswith("torch_cudnn") else ""
             acc = f", {m['rel_l1']:.4f}" if key.startswith("int8attn") else ""
-            return f"{m['ms']:.4f}{extra}{acc}"
+            bw = f", {m['gbps']:.0f} GB/s" if "gbps" in m else ""
+            return f"{m['ms']:.4f}{extra}{acc}{bw}"
         dims = f"{r['B']},{r['Hq']}/{r['Hkv']},{r['Nq']},{r['Nk']},{r['D']}"
         lines.append("| " + " | ".join([r["name"], dims] + [cell(k) for k in (
             "torch_cudnn", "torch_flash", "int8attn_exact", "int8attn_balanced", "int8attn_fast",
@@ -239,7 +254,9 @@ def main() -> int:
     meta = {"gpu": gpu, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
             "cuda": torch.version.cuda, "python": platform.python_version(),
-            "int8attn": int8attn.version(), "command": " ".join(["python3"] + sys.argv)}
+            "int8attn": int8attn.version(), "command": " ".join(["python3"] + sys.argv),
+            "copy_gbps": device_copy_gbps()}
+    log(f"device copy: {meta['copy_gbps']:.0f} GB/s (read + write)")
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"{datetime.date.today().isoformat()}-"
                                   f"{gpu.replace(' ', '_').replace('/', '_')}")
