@@ -63,81 +63,105 @@ __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
   return w;
 }
 
+// Q's channels in 8-channel chunks, one per lane, as the 16-byte Q paths hold them (the short
+// path below and the sm90 kernel's staged one): kLanes lanes per row, 32 / kLanes rows a pass.
+template <int DPAD>
+struct QChunks {
+  static constexpr int kChunks = DPAD / 8;  // 8-channel chunks of a padded row
+  static constexpr int kLanes = kChunks <= 4 ? 4 : kChunks <= 8 ? 8 : kChunks <= 16 ? 16 : 32;
+  static constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
+};
+
+// This lane's 8 channels (c0..) of μ_K (smoothing shift) and 1/α (balancing); 0 and 1 when off
+// or past the head dim (D % 8 == 0: a chunk is all in or all out).
+template <int DPAD>
+__device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int64_t kv_head,
+                                                  int c0, float (&kmu)[8],
+                                                  float (&inv_alpha)[8]) {
+  const bool live = c0 < p.D;
+  const int cc = live ? c0 : 0;
+  const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
+  const float* alpha_p = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD + cc : nullptr;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {  // all loads first, then the arithmetic
+    kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
+    inv_alpha[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    kmu[i] = live ? kmu[i] : 0.f;
+    inv_alpha[i] = live ? 1.0f / inv_alpha[i] : 1.f;
+  }
+}
+
+// One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the K-smoothing shift
+// and the row's absmax reduced over the row's kLanes lanes, then INT8 into sQ (8 bytes) and the
+// row's scale and LSE shift. The same maths as stage_q_warp_rows' general path.
+template <int DPAD, int kLanes, typename QTile>
+__device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, const uint4& raw,
+                                                 bool live, const float (&kmu)[8],
+                                                 const float (&inv_alpha)[8], int r_local, int c0,
+                                                 uint8_t* sQ, float* sQScale, float* sLseShift) {
+  const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
+  float x[8], shift = 0.f, amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float f = dev::bits16_to_float(e[i], p.dtype);  // no branch around it
+    x[i] = live ? f : 0.f;
+    shift += x[i] * kmu[i];
+    x[i] *= inv_alpha[i];
+    amax = fmaxf(amax, fabsf(x[i]));
+  }
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    shift += __shfl_xor_sync(0xffffffffu, shift, o);
+  }
+  const float sc = qm::int8_scale(amax, p.q_multiplier);
+  const float inv = 1.0f / sc;
+  uint32_t w[2] = {0u, 0u};
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
+                << (8 * (i % 4));
+  if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = make_uint2(w[0], w[1]);
+  if (c0 == 0) {
+    // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+    sLseShift[r_local] = shift * p.sm_scale;
+    sQScale[r_local] = sc * p.sm_scale_log2;
+  }
+}
+
 // The short path of stage_q_warp_rows for INT8 Q with per-row scales when Q's rows are
-// contiguous and 16-byte aligned (AttnKernelParams::q_vec): each lane loads 8 channels of a row
-// with one 16-byte load (kLanes lanes per row, 32 / kLanes rows per pass, all passes' loads in
-// flight together) and stores their 8 INT8 bytes with one 8-byte store. About a fifth of the
-// instructions of the general path: the prologue runs once per CTA from a cold instruction
-// cache, so its length is what it costs (NOTES run 25).
+// contiguous and 16-byte aligned (AttnKernelParams::q_vec): each lane loads its chunk of a row
+// with one 16-byte load (all passes' loads in flight together) and stores its 8 INT8 bytes with
+// one 8-byte store. About a fifth of the instructions of the general path: the prologue runs
+// once per CTA from a cold instruction cache, so its length is what it costs (NOTES run 25).
 template <int DPAD, typename QTile>
 __device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p, int b, int hkv,
                                                       int L, int64_t kv_head, int packed_row0,
                                                       int r_local0, uint8_t* sQ, float* sQScale,
                                                       float* sLseShift, int lane) {
-  constexpr int kChunks = DPAD / 8;  // 8-channel chunks of a padded row
-  constexpr int kLanes = kChunks <= 4 ? 4 : kChunks <= 8 ? 8 : kChunks <= 16 ? 16 : 32;
-  constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
-  const int chunk = lane % kLanes, c0 = chunk * 8;
-  const bool live_chunk = c0 < p.D;  // D % 8 == 0: a chunk is all in or all out
-  // This lane's 8 channels of μ_K (smoothing shift) and 1/α (balancing); 0 and 1 when off.
+  using QC = QChunks<DPAD>;
+  const int c0 = (lane % QC::kLanes) * 8;
+  const bool live_chunk = c0 < p.D;
   float kmu[8], inv_alpha[8];
-  {
-    const int cc = live_chunk ? c0 : 0;
-    const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
-    const float* alpha_p = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD + cc : nullptr;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
-      inv_alpha[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      kmu[i] = live_chunk ? kmu[i] : 0.f;
-      inv_alpha[i] = live_chunk ? 1.0f / inv_alpha[i] : 1.f;
-    }
-  }
+  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
-  uint4 raw[kPasses];
-  RowInfo ri[kPasses];
+  uint4 raw[QC::kPasses];
+  bool live[QC::kPasses];
 #pragma unroll
-  for (int ps = 0; ps < kPasses; ++ps) {
-    ri[ps] = row_info(p, hkv, packed_row0 + ps * kRowsPerPass + lane / kLanes, L);
-    const int64_t off = b * p.q_stride[0] + ri[ps].h * p.q_stride[1] + ri[ps].i * p.q_stride[2];
-    raw[ps] = *reinterpret_cast<const uint4*>(q16 + (ri[ps].valid && live_chunk ? off + c0 : 0));
+  for (int ps = 0; ps < QC::kPasses; ++ps) {
+    const RowInfo ri = row_info(p, hkv, packed_row0 + ps * QC::kRowsPerPass + lane / QC::kLanes, L);
+    const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2];
+    live[ps] = ri.valid && live_chunk;
+    raw[ps] = *reinterpret_cast<const uint4*>(q16 + (live[ps] ? off + c0 : 0));
   }
 #pragma unroll
-  for (int ps = 0; ps < kPasses; ++ps) {
-    const bool live = ri[ps].valid && live_chunk;
-    const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw[ps]);
-    float x[8], shift = 0.f, amax = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float f = dev::bits16_to_float(e[i], p.dtype);
-      x[i] = live ? f : 0.f;
-      shift += x[i] * kmu[i];
-      x[i] *= inv_alpha[i];
-      amax = fmaxf(amax, fabsf(x[i]));
-    }
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) {
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      shift += __shfl_xor_sync(0xffffffffu, shift, o);
-    }
-    const int r_local = r_local0 + ps * kRowsPerPass + lane / kLanes;
-    const float sc = qm::int8_scale(amax, p.q_multiplier);
-    const float inv = 1.0f / sc;
-    uint32_t w[2] = {0u, 0u};
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
-                  << (8 * (i % 4));
-    if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = make_uint2(w[0], w[1]);
-    if (chunk == 0) {
-      // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
-      sLseShift[r_local] = shift * p.sm_scale;
-      sQScale[r_local] = sc * p.sm_scale_log2;
-    }
-  }
+  for (int ps = 0; ps < QC::kPasses; ++ps)
+    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw[ps], live[ps], kmu, inv_alpha,
+                                              r_local0 + ps * QC::kRowsPerPass + lane / QC::kLanes,
+                                              c0, sQ, sQScale, sLseShift);
 }
 
 // Stage 16 query rows of one warp (packed rows packed_row0.., shared rows r_local0..) in sQ:
@@ -302,8 +326,21 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
         }
     }
   };
+  // Channel pair (2·t4, 2·t4+1) of column group d0 + j of row half rh: normalised, V's scale
+  // and mean applied (0 for an empty row and past the head dim).
+  auto out_pair = [&](int rh, int d0, int j, const float (&sc)[kGroup][2],
+                      const float (&mu)[kGroup][2], float (&o2)[2]) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float o = acc[d0 + j][2 * rh + e] * inv_l[rh];
+      if constexpr (INT8)
+        o2[e] = (empty[rh] || (d0 + j) * 8 + 2 * t4 + e >= p.D) ? 0.f : o * sc[j][e] + mu[j][e];
+      else
+        o2[e] = o;
+    }
+  };
   if (!split_out && p.o_vec) {
-    // The short path (contiguous O channels, even row starts: every pair is one 4-byte store;
+    // The short path (contiguous, 16-byte aligned O rows: every pair is one 4-byte store;
     // D % 8 == 0, so a pair is all in or all out). Like the Q prologue, this code runs once per
     // CTA from a cold instruction cache: one store path instead of three keeps it short.
     const bool bf16 = p.dtype == 2;
@@ -319,11 +356,7 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
           const int c0 = (d0 + j) * 8 + 2 * t4;
           if (c0 >= p.D) continue;
           float o2[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            o2[e] = acc[d0 + j][2 * rh + e] * inv_l[rh];
-            if constexpr (INT8) o2[e] = empty[rh] ? 0.f : o2[e] * sc[j][e] + mu[j][e];
-          }
+          out_pair(rh, d0, j, sc, mu, o2);
           const __nv_bfloat162 vb = __floats2bfloat162_rn(o2[0], o2[1]);
           const __half2 vh = __floats2half2_rn(o2[0], o2[1]);
           *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) =
@@ -341,14 +374,9 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
         if (!my_rows[rh].valid) continue;
 #pragma unroll
         for (int j = 0; j < kGroup; ++j) {
-          const int dn = d0 + j, c0 = dn * 8 + 2 * t4;
+          const int c0 = (d0 + j) * 8 + 2 * t4;
           float o2[2];
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float o = acc[dn][2 * rh + e] * inv_l[rh];
-            if constexpr (INT8) o = (empty[rh] || c0 + e >= p.D) ? 0.f : o * sc[j][e] + mu[j][e];
-            o2[e] = o;
-          }
+          out_pair(rh, d0, j, sc, mu, o2);
           if (split_out) {
             float* dst = p.part_o + base[rh] * p.D;
 #pragma unroll

@@ -84,14 +84,8 @@ struct Sm90Traits {
 // aligned Q and O (AttnKernelParams::q_vec / o_vec). Both run once per CTA from a cold
 // instruction cache, so their length is their cost (NOTES runs 25 and 27): the copies go
 // through shared memory so that the per-row work runs in rolled loops of ~200 instructions
-// instead of ~1,400 unrolled ones, with every global access 16 bytes wide.
-// Lane mapping of both: kLanes lanes per row, 8 channels each; 32 / kLanes rows per pass.
-template <int DPAD>
-struct Sm90RowChunks {
-  static constexpr int kChunks = DPAD / 8;
-  static constexpr int kLanes = kChunks <= 8 ? 8 : 16;  // DPAD is 64 or 128
-  static constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
-};
+// instead of ~1,400 unrolled ones, with every global access 16 bytes wide. Lane mapping of
+// both: QChunks (kLanes lanes per row, 8 channels each).
 
 // Stage the warp's 16 query rows (packed rows packed_row0.., shared rows r_local0..) in sQ as
 // INT8 with per-row scales: the same maths as stage_q_warp_rows.
@@ -100,70 +94,30 @@ __device__ __forceinline__ void sm90_stage_q_rows(const AttnKernelParams& p, int
                                                   int L, int64_t kv_head, int packed_row0,
                                                   int r_local0, uint8_t* sQ, float* sQScale,
                                                   float* sLseShift, int lane, uint8_t* staging) {
-  using RC = Sm90RowChunks<DPAD>;
-  const int chunk = lane % RC::kLanes, c0 = chunk * 8;
-  const bool live_chunk = c0 < p.D;  // D % 8 == 0: a chunk is all in or all out
+  using QC = QChunks<DPAD>;
+  const int chunk = lane % QC::kLanes, c0 = chunk * 8;
+  const bool live_chunk = c0 < p.D;
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
   // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once, from a
   // rolled loop that holds no registers for them.
 #pragma unroll 1
-  for (int ps = 0; ps < RC::kPasses; ++ps) {
-    const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
+  for (int ps = 0; ps < QC::kPasses; ++ps) {
+    const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
     const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
     const bool ok = ri.valid && live_chunk;
     const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2] + c0;
-    dev::cp_async_16(staging + (row * RC::kLanes + chunk) * 16, q16 + (ok ? off : 0), ok);
+    dev::cp_async_16(staging + (row * QC::kLanes + chunk) * 16, q16 + (ok ? off : 0), ok);
   }
   dev::cp_async_commit();
-  // This lane's 8 channels of mu_K (smoothing shift) and 1/alpha (balancing), while the copies fly.
-  float kmu[8], inv_alpha[8];
-  {
-    const int cc = live_chunk ? c0 : 0;
-    const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
-    const float* alpha_p = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD + cc : nullptr;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
-      inv_alpha[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      kmu[i] = live_chunk ? kmu[i] : 0.f;
-      inv_alpha[i] = live_chunk ? 1.0f / inv_alpha[i] : 1.f;
-    }
-  }
+  float kmu[8], inv_alpha[8];  // while the copies fly
+  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
   dev::cp_async_wait<0>();  // each lane reads back only its own copies
 #pragma unroll 1
-  for (int ps = 0; ps < RC::kPasses; ++ps) {
-    const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
-    const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * RC::kLanes + chunk) * 16);
-    const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
-    float x[8], shift = 0.f, amax = 0.f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      x[i] = dev::bits16_to_float(e[i], p.dtype);  // 0 outside Q (zero-filled)
-      shift += x[i] * kmu[i];
-      x[i] *= inv_alpha[i];
-      amax = fmaxf(amax, fabsf(x[i]));
-    }
-#pragma unroll
-    for (int o = RC::kLanes / 2; o > 0; o >>= 1) {
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      shift += __shfl_xor_sync(0xffffffffu, shift, o);
-    }
-    const int r_local = r_local0 + row;
-    const float sc = qm::int8_scale(amax, p.q_multiplier);
-    const float inv = 1.0f / sc;
-    uint32_t w[2] = {0u, 0u};
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
-                  << (8 * (i % 4));
-    *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = make_uint2(w[0], w[1]);
-    if (chunk == 0) {
-      sLseShift[r_local] = shift * p.sm_scale;  // smoothing removed q·mu_K; the LSE adds it
-      sQScale[r_local] = sc * p.sm_scale_log2;
-    }
+  for (int ps = 0; ps < QC::kPasses; ++ps) {
+    const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
+    const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * QC::kLanes + chunk) * 16);
+    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, inv_alpha, r_local0 + row, c0,
+                                              sQ, sQScale, sLseShift);  // zeros outside Q
   }
 }
 
@@ -178,7 +132,7 @@ __device__ __forceinline__ void sm90_store_o_rows(const AttnKernelParams& p,
                                                   const float (&lse_shift)[2], float kPOffset,
                                                   int b, int hkv, int L, int64_t kv_head,
                                                   int packed_row0, int lane, uint8_t* staging) {
-  using RC = Sm90RowChunks<DPAD>;
+  using RC = QChunks<DPAD>;
   constexpr int kPitch = DPAD + 8;  // floats per staged row (Sm90Traits::kOutPitch)
   float* sO = reinterpret_cast<float*>(staging);
   float* sEmpty = sO + 16 * kPitch;
