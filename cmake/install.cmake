@@ -32,5 +32,14 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/int8attnConfigVersion.cma
 install(FILES ${PROJECT_BINARY_DIR}/int8attnConfig.cmake
               ${PROJECT_BINARY_DIR}/int8attnConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/int8attn)
+# The .pc file finds its prefix from its own location (${pcfiledir}), so an installed tree can be
+# moved or unpacked anywhere; an absolute CMAKE_INSTALL_LIBDIR keeps the absolute prefix.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(INT8ATTN_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _int8attn_pc_up "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+  string(REGEX REPLACE "/$" "" _int8attn_pc_up "${_int8attn_pc_up}")
+  set(INT8ATTN_PC_PREFIX "\${pcfiledir}/${_int8attn_pc_up}")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/int8attn.pc.in ${PROJECT_BINARY_DIR}/int8attn.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/int8attn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -73,8 +73,8 @@ cmake --build "$work/consumer/build" >/dev/null
 echo "--- consumer via pkg-config"
 pcdir=$(dirname "$(find "$prefix" -name int8attn.pc | head -1)")
 libdir=$(dirname "$(find "$prefix" -name 'libint8attn.so' | head -1)")
-# The .pc file holds the configure-time prefix; relocate it to the temporary prefix.
-pc() { PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$prefix" "$@" int8attn; }
+# The .pc file is relocatable (its prefix is found from its own directory): no --define-variable.
+pc() { PKG_CONFIG_PATH="$pcdir" pkg-config "$@" int8attn; }
 echo "pkg-config int8attn: version $(pc --modversion), $(pc --cflags --libs)"
 # shellcheck disable=SC2046
 cc -std=c99 -Wall -Wextra -pedantic -Werror "$work/consumer/main.c" $(pc --cflags --libs) \

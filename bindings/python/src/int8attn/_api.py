@@ -455,7 +455,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
         smooth_v=smooth_v, balance_channels=balance_channels,
         scale_multiplier=scale_multiplier, stream=T.current_stream(qv, stream))
     L.call("int8attn_forward", ctx.handle, qv.ptr(), kv.ptr(), vv.ptr(), ov.ptr(),
-           ctypes.byref(params))
+           ctypes.byref(params), renames={"o": "out"})
     return (out, lse_obj) if return_lse else out
 
 
@@ -689,7 +689,7 @@ class KVCache(_Handle):
             balance_channels=None, scale_multiplier=1.0, stream=T.current_stream(qv, stream))
         ctx = context if context is not None else self.context
         L.call("int8attn_kv_cache_forward", ctx.handle, qv.ptr(), self.handle, ov.ptr(),
-               ctypes.byref(params))
+               ctypes.byref(params), renames={"o": "out"})
         return (out, lse_obj) if return_lse else out
 
     def __repr__(self) -> str:

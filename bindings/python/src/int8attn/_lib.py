@@ -448,6 +448,19 @@ def check(status: int, function: str = "") -> None:
     raise error_class(status)(status, message, function)
 
 
-def call(name: str, *args: Any) -> None:
-    """Call a status-returning function and raise on failure."""
-    check(getattr(lib(), name)(*args), name)
+def call(name: str, *args: Any, renames: Optional[dict] = None) -> None:
+    """Call a status-returning function and raise on failure.
+
+    ``renames`` maps the C API's argument names to the Python ones (``{"o": "out"}``): the
+    library's message names the argument it rejects, and a Python caller should read the name
+    they passed."""
+    status = getattr(lib(), name)(*args)
+    if status == OK or not renames:
+        check(status, name)
+        return
+    message = last_error() or status_string(status)
+    for c_name, py_name in renames.items():
+        if message.startswith(c_name + ":") or message.startswith(c_name + " "):
+            message = py_name + message[len(c_name):]
+            break
+    raise error_class(status)(status, message, name)
