@@ -66,7 +66,8 @@ struct Sm90Traits {
   static constexpr int kStageBytes = kKBytes + kVBytes + 1024;
   static constexpr int kMiscBytes = 8 * kBM + 128;  // Q scales, LSE shifts, barriers
   // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
-  // (sm90_staged_io below); rows padded by 32 bytes against bank conflicts, then 16 row flags.
+  // (sm90_stage_q_rows / sm90_store_o_rows); rows padded by 32 bytes against bank conflicts,
+  // then 16 row flags.
   // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
   static constexpr int kOutPitch = DPAD * 4 + 32;
   static constexpr int kWarpStagingBytes = 16 * kOutPitch + 64;

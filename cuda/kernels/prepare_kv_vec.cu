@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(kThreads) kv_stats_vec_kernel(const KvPrepPara
       mxk[i] = mxv[i] = -INFINITY;
       mnk[i] = mnv[i] = INFINITY;
     }
-    constexpr int kUnroll = 4;  // rows whose loads are in flight together
+    constexpr int kUnroll = 4;  // rows per step, loaded from clamped addresses before any use
+                                // (ptxas still sinks some next to their uses: NOTES run 26)
     for (int j = j0 + r; j < j1; j += kUnroll * steps) {
       uint4 kr[kUnroll], vr[kUnroll];
 #pragma unroll
