@@ -45,6 +45,13 @@ struct AttnTraits {
   static constexpr int kSmemBytes = kQBytes + 2 * kBM * 4 + 2 * kStageBytes;
   static constexpr int kDTiles = DPAD / 8;  // output n-tiles of 8 channels
   static constexpr bool kPvBf16 = (MODE == kModeExact) && BF16;  // BALANCED V is fp16
+  // Q in and O out through per-warp staging areas (rolled loops instead of ~3,000 unrolled
+  // instructions per warp, fetched cold: NOTES run 29) above head dim 128, where the unrolled
+  // paths are longest: raw Q in the K/V stages (free until the first tile load), O anywhere
+  // (the K/V loop is over, and Q's scales and shifts are in registers by then).
+  static constexpr bool kStagedQ =
+      kInt8QK && DPAD > 128 && WARPS * staged_q_bytes<DPAD>() <= 2 * kStageBytes;
+  static constexpr bool kStagedO = kInt8QK && DPAD > 128 && WARPS * staged_o_bytes<DPAD>() <= kSmemBytes;
 };
 
 // Visibility of key tile [j0, j0+64) for this thread's row (threads 0..63 own one row each).
@@ -127,7 +134,11 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
   const float* gKs = T::kInt8QK ? p.k_scale + kv_head * p.nk_pad : nullptr;
 
   // ---- prologue: load Q rows, (balance, ) quantize, stage in shared memory ----------------
-  {
+  if (T::kStagedQ && p.q_vec && !p.q_per_block) {
+    stage_q_rows_staged<DPAD, typename T::QTile>(
+        p, b, hkv, L, kv_head, m_tile * kAttnBlockM + warp * 16, warp * 16, sQ, sQScale,
+        sLseShift, lane, sStage + warp * staged_q_bytes<DPAD>());
+  } else {
     float row_absmax[16];
     stage_q_warp_rows<DPAD, T::kInt8QK, BF16, typename T::QTile>(
         p, b, hkv, L, kv_head, m_tile * kAttnBlockM + warp * 16, warp * 16, sQ, sQScale, sLseShift,
@@ -413,8 +424,13 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
   }
-  write_output_rows<DPAD, T::kInt8QK>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
-                                      kv_head, t4);
+  if (T::kStagedO && p.num_splits == 1 && p.o_vec)
+    store_o_rows_staged<DPAD>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L,
+                              kv_head, m_tile * kAttnBlockM + warp * 16, lane,
+                              smem + warp * staged_o_bytes<DPAD>());
+  else
+    write_output_rows<DPAD, T::kInt8QK>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, split,
+                                        b, kv_head, t4);
 }
 
 // Launch one instantiation (sets the dynamic shared-memory limit on first use).

@@ -66,11 +66,10 @@ struct Sm90Traits {
   static constexpr int kStageBytes = kKBytes + kVBytes + 1024;
   static constexpr int kMiscBytes = 8 * kBM + 128;  // Q scales, LSE shifts, barriers
   // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
-  // (sm90_stage_q_rows / sm90_store_o_rows); rows padded by 32 bytes against bank conflicts,
-  // then 16 row flags.
+  // (stage_q_rows_staged / store_o_rows_staged, attention_common.cuh).
   // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
-  static constexpr int kOutPitch = DPAD * 4 + 32;
-  static constexpr int kWarpStagingBytes = 16 * kOutPitch + 64;
+  static constexpr int kWarpStagingBytes = staged_o_bytes<DPAD>();
+  static_assert(staged_q_bytes<DPAD>() <= kWarpStagingBytes, "Q staging must fit");
   static constexpr int kBaseSmemBytes = 1024 + kQBytes + kSm90Stages * kStageBytes + kMiscBytes;
   static constexpr bool kStagedIO =
       DPAD == 128 && kBaseSmemBytes + 4 * kConsumers * kWarpStagingBytes <= 227 * 1024;
@@ -80,120 +79,6 @@ struct Sm90Traits {
   static constexpr int kKSteps = DPAD / 32;  // Q·Kᵀ k-steps of 32 bytes
   static constexpr int kDTiles = DPAD / 8;
 };
-
-// Q in and O out through a per-warp staging area of shared memory, for contiguous, 16-byte
-// aligned Q and O (AttnKernelParams::q_vec / o_vec). Both run once per CTA from a cold
-// instruction cache, so their length is their cost (NOTES runs 25 and 27): the copies go
-// through shared memory so that the per-row work runs in rolled loops of ~200 instructions
-// instead of ~1,400 unrolled ones, with every global access 16 bytes wide. Lane mapping of
-// both: QChunks (kLanes lanes per row, 8 channels each).
-
-// Stage the warp's 16 query rows (packed rows packed_row0.., shared rows r_local0..) in sQ as
-// INT8 with per-row scales: the same maths as stage_q_warp_rows.
-template <int DPAD, typename QTile>
-__device__ __forceinline__ void sm90_stage_q_rows(const AttnKernelParams& p, int b, int hkv,
-                                                  int L, int64_t kv_head, int packed_row0,
-                                                  int r_local0, uint8_t* sQ, float* sQScale,
-                                                  float* sLseShift, int lane, uint8_t* staging) {
-  using QC = QChunks<DPAD>;
-  const int chunk = lane % QC::kLanes, c0 = chunk * 8;
-  const bool live_chunk = c0 < p.D;
-  const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
-  // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once, from a
-  // rolled loop that holds no registers for them.
-#pragma unroll 1
-  for (int ps = 0; ps < QC::kPasses; ++ps) {
-    const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
-    const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
-    const bool ok = ri.valid && live_chunk;
-    const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2] + c0;
-    dev::cp_async_16(staging + (row * QC::kLanes + chunk) * 16, q16 + (ok ? off : 0), ok);
-  }
-  dev::cp_async_commit();
-  float kmu[8], inv_alpha[8];  // while the copies fly
-  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
-  dev::cp_async_wait<0>();  // each lane reads back only its own copies
-#pragma unroll 1
-  for (int ps = 0; ps < QC::kPasses; ++ps) {
-    const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
-    const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * QC::kLanes + chunk) * 16);
-    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, inv_alpha, r_local0 + row, c0,
-                                              sQ, sQScale, sLseShift);  // zeros outside Q
-  }
-}
-
-// Write the warp's 16 rows of O (acc in the wgmma accumulator layout, l_run reduced over the
-// quad) and the LSE: normalised fp32 rows into the staging area, then 16-byte stores of 8
-// channels with V's scale and mean applied (the same maths as write_output_rows).
-template <int DPAD>
-__device__ __forceinline__ void sm90_store_o_rows(const AttnKernelParams& p,
-                                                  const float (&acc)[DPAD / 8][4],
-                                                  const float (&m_run)[2], const float (&l_run)[2],
-                                                  const RowInfo (&my_rows)[2],
-                                                  const float (&lse_shift)[2], float kPOffset,
-                                                  int b, int hkv, int L, int64_t kv_head,
-                                                  int packed_row0, int lane, uint8_t* staging) {
-  using RC = QChunks<DPAD>;
-  constexpr int kPitch = DPAD + 8;  // floats per staged row (Sm90Traits::kOutPitch)
-  float* sO = reinterpret_cast<float*>(staging);
-  float* sEmpty = sO + 16 * kPitch;
-  const int g8 = lane >> 2, t4 = lane & 3;
-#pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    const bool empty = !(l_run[rh] > 0.f);
-    const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
-    const int row = g8 + 8 * rh;
-#pragma unroll
-    for (int dn = 0; dn < DPAD / 8; ++dn)
-      *reinterpret_cast<float2*>(sO + row * kPitch + dn * 8 + 2 * t4) =
-          make_float2(acc[dn][2 * rh] * inv_l, acc[dn][2 * rh + 1] * inv_l);
-    const RowInfo& r = my_rows[rh];
-    if (t4 == 0) {
-      sEmpty[row] = empty ? 1.f : 0.f;
-      if (r.valid && p.lse != nullptr)
-        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] =
-            empty ? -INFINITY
-                  : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f +
-                        lse_shift[rh];
-    }
-  }
-  __syncwarp();
-  const int chunk = lane % RC::kLanes, c0 = chunk * 8;
-  const bool live_chunk = c0 < p.D;
-  float sc[8], mu[8];
-  {
-    const float* vs = p.v_scale + kv_head * DPAD + (live_chunk ? c0 : 0);
-    const float* vm = p.v_mean + kv_head * DPAD + (live_chunk ? c0 : 0);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      sc[i] = vs[i];
-      mu[i] = vm[i];
-    }
-  }
-  const bool bf16 = p.dtype == 2;
-#pragma unroll 1
-  for (int ps = 0; ps < RC::kPasses; ++ps) {
-    const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
-    const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
-    if (!ri.valid || !live_chunk) continue;
-    const float4 lo = *reinterpret_cast<const float4*>(sO + row * kPitch + c0);
-    const float4 hi = *reinterpret_cast<const float4*>(sO + row * kPitch + c0 + 4);
-    const bool empty = sEmpty[row] != 0.f;
-    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    uint32_t w[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float a = empty ? 0.f : v[2 * i] * sc[2 * i] + mu[2 * i];
-      const float c = empty ? 0.f : v[2 * i + 1] * sc[2 * i + 1] + mu[2 * i + 1];
-      const __nv_bfloat162 vb = __floats2bfloat162_rn(a, c);
-      const __half2 vh = __floats2half2_rn(a, c);
-      w[i] = bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
-    }
-    dev::st_global_16(static_cast<uint16_t*>(p.o) + b * p.o_stride[0] + ri.h * p.o_stride[1] +
-                          ri.i * p.o_stride[2] + c0,
-                      make_uint4(w[0], w[1], w[2], w[3]));
-  }
-}
 
 template <int DPAD, int MODE>
 __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
@@ -288,7 +173,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     // complete after its named barrier (ids 1.. : one per consumer warpgroup).
     const int cw = warp - 4;
     if (T::kStagedIO && p.q_vec) {
-      sm90_stage_q_rows<DPAD, dev::SwizzledTile<DPAD>>(
+      stage_q_rows_staged<DPAD, dev::SwizzledTile<DPAD>>(
           p, b, hkv, L, kv_head, m_tile * T::kBM + cw * 16, cw * 16, sQ, sQScale, sLseShift,
           lane, staging + cw * T::kWarpStagingBytes);
     } else {
@@ -516,7 +401,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
   }
   if (T::kStagedIO && p.num_splits == 1 && p.o_vec)
-    sm90_store_o_rows<DPAD>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L, kv_head,
+    store_o_rows_staged<DPAD>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L, kv_head,
                             m_tile * T::kBM + row0, lane, staging + (warp - 4) * T::kWarpStagingBytes);
   else
     write_output_rows<DPAD, true>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,

@@ -257,6 +257,38 @@ TEST_F(GpuAttention, EveryModeHeadDimAndFamilyMeetsTheBar) {
       }
 }
 
+// Longer key ranges than the cases above (more key tiles per CTA, a ragged last tile), and the
+// image-model shape with head dim 160 (sd15_l3_cfg: 256 tokens), whose Q and O go through the
+// warp-MMA kernel's staging area.
+TEST_F(GpuAttention, LongerKeysAndTheHeadDim160ImageShape) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
+    for (int64_t D : {40, 64, 128, 160})
+      for (t::Family f : {t::Family::Gaussian, t::Family::ChannelBias}) {
+        Case c;
+        c.mode = mode;
+        c.D = D;
+        c.family = f;
+        c.Nk = 2100;
+        c.seed = static_cast<uint64_t>(D * 17 + mode);
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + " longer keys");
+      }
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+    Case c;
+    c.mode = mode;
+    c.B = 2;
+    c.Hq = c.Hkv = 8;
+    c.Nq = c.Nk = 256;
+    c.D = 160;
+    c.with_lse = true;
+    Outcome r;
+    run(c, r);
+    expect_bar(c, r, name(c) + " sd15_l3 shape");
+    EXPECT_LE(r.lse_vs_ref.max_abs, 0.02) << t::to_string(r.lse_vs_ref);
+  }
+}
+
 TEST_F(GpuAttention, Bf16NhdGqaAndMqa) {
   for (int32_t mode : kModes)
     for (int64_t hkv : {4, 1}) {
