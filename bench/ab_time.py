@@ -23,7 +23,7 @@ import int8attn  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("mode", choices=("exact", "balanced", "fast"))
-    ap.add_argument("shapes", help="comma-separated names from bench.py")
+    ap.add_argument("shapes", help="comma-separated names from bench.py, or NAME=B:Hq:Hkv:Nq:Nk:D")
     ap.add_argument("--kernel", action="store_true", help="also time attention against a cache")
     args = ap.parse_args()
     shapes = {s[0]: s[1:] for s in bench.SQUARE + bench.DIFFUSION + bench.DECODE}
@@ -31,6 +31,9 @@ def main() -> None:
     label = os.path.basename(os.path.dirname(os.path.dirname(
         os.environ.get("INT8ATTN_LIBRARY", "default/lib/x"))))
     for name in args.shapes.split(","):
+        if "=" in name:
+            name, dims = name.split("=")
+            shapes[name] = tuple(int(x) for x in dims.split(":"))
         B, Hq, Hkv, Nq, Nk, D = shapes[name]
         torch.manual_seed(0)
         q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)

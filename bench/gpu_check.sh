@@ -64,6 +64,16 @@ if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
     --gtest_filter='*BlockMask*:*SplitKv*:*Causal*:*HeadDim160*' >"$OUTDIR/racecheck.log" 2>&1
   rc=$?; tail -n 4 "$OUTDIR/racecheck.log" | tee -a "$LOG"; [ $rc -eq 0 ] || { echo "racecheck rc $rc" | tee -a "$LOG"; status=1; }
+  # What racecheck makes of the sm90a kernel's ring protocol alone (tests/gpu/sanitizer): the
+  # variants differ in one point each; "early" is a real race, the tool's control.
+  if [ -x "$BUILD/bin/tma_ring_probe" ]; then
+    step "racecheck of the TMA ring probe (hazards per variant)"
+    for v in lane0 all sts early; do
+      compute-sanitizer --tool racecheck "$BUILD/bin/tma_ring_probe" "$v" >"$OUTDIR/racecheck_probe_$v.log" 2>&1
+      rc=$?
+      echo "  $v: exit $rc; $(grep -h 'variant' "$OUTDIR/racecheck_probe_$v.log"); $(grep -h 'RACECHECK SUMMARY' "$OUTDIR/racecheck_probe_$v.log" | sed 's/=* *//')" | tee -a "$LOG"
+    done
+  fi
 fi
 
 if [ -d bindings/python/tests/gpu ]; then

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "device/mma.cuh"  // smem_addr
+#include "device/mma.cuh"            // smem_addr
+#include "device/named_barrier.cuh"  // warpgroup scheduling
 
 namespace int8attn {
 namespace dev {
@@ -104,14 +105,6 @@ __device__ __forceinline__ uint64_t smem_desc(const void* smem, uint32_t lbo, ui
   d |= static_cast<uint64_t>((sbo >> 4) & 0x3FFFu) << 32;
   d |= layout << 62;
   return d;
-}
-
-// ---- named barriers (warpgroup scheduling) ------------------------------------------------------
-__device__ __forceinline__ void named_bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- register reallocation between warpgroups ---------------------------------------------------

@@ -91,11 +91,7 @@ class CudaBackend final : public Backend {
     const ForwardPlan plan = plan_forward(p, dev_, p.workspace, p.cache ? &cache_params : nullptr);
     if (plan.workspace_bytes > p.workspace_bytes)
       throw Error(INT8ATTN_ERROR_INTERNAL, "workspace smaller than the plan needs");
-    if (plan.run_prep) {
-      if (plan.kernel_mode != INT8ATTN_MODE_EXACT)
-        cuda_check(launch_kv_stats_reduce(plan.prep, s), "K/V statistics kernel launch");
-      cuda_check(launch_kv_quantize(plan.prep, s), "K/V quantization kernel launch");
-    }
+    if (plan.run_prep) cuda_check(launch_kv_prepare(plan.prep, s), "K/V preparation kernel launch");
     cuda_check(launch_attention(plan, dev_, s), "attention kernel launch");
     if (plan.attn.num_splits > 1) {
       CombineParams c;

@@ -109,7 +109,8 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < kSm90Stages; ++s) {
       dev::mbar_init(&full_bar[s], 1);
-      dev::mbar_init(&empty_bar[s], 4 * T::kConsumers);  // one arrive per consumer warp
+      // One arrive per consumer thread, each after its own reads of the stage (see the arrives).
+      dev::mbar_init(&empty_bar[s], 128 * T::kConsumers);
     }
     dev::mbar_init_fence();
   }
@@ -373,7 +374,9 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       softmax(t_begin + n, n, si, alpha, p_tile);
       dev::wgmma_wait<0>();
       dev::wgmma_fence_regs(o_flat);
-      if (lane == 0) dev::mbar_arrive(&empty_bar[(n - 1) % kSm90Stages]);
+      // Every thread arrives after its own ld.shared of the stage's key scales: a lane-0 arrive
+      // would order only lane 0's reads before the producer's refill (tests/gpu/sanitizer).
+      dev::mbar_arrive(&empty_bar[(n - 1) % kSm90Stages]);
       // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
       // keeps the branch warp-uniform.
       if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -391,7 +394,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     dev::wgmma_commit();
     dev::wgmma_wait<0>();
     dev::wgmma_fence_regs(o_flat);
-    if (lane == 0) dev::mbar_arrive(&empty_bar[(ntiles - 1) % kSm90Stages]);
+    dev::mbar_arrive(&empty_bar[(ntiles - 1) % kSm90Stages]);
   }
 
   // ---- epilogue ------------------------------------------------------------------------------

@@ -13,20 +13,17 @@
 #include "device/atomics.cuh"
 #include "device/mma.cuh"
 #include "kernels/attention_params.h"
+#include "kernels/prepare_kv_common.cuh"
 
 namespace int8attn {
 namespace {
 
+using prep::kStats;  // accumulators per channel: sumK, maxK, minK, sumV, maxV, minV
+using prep::valid_tokens;
+
 constexpr int kChunk = 64;     // tokens per statistics CTA / quantization tile
 constexpr int kThreads = 128;  // quantization CTA
 constexpr int kStatsThreads = 256;
-constexpr int kStats = 6;      // accumulators per channel: sumK, maxK, minK, sumV, maxV, minV
-
-__device__ __forceinline__ int valid_tokens(const KvPrepParams& p, int b) {
-  if (p.k_lengths == nullptr) return p.n;
-  const int v = p.k_lengths[b * p.k_lengths_stride];
-  return v < 0 ? 0 : (v > p.n ? p.n : v);
-}
 
 __device__ __forceinline__ int64_t src_offset(const int64_t (&s)[4], int b, int h, int j, int d) {
   return b * s[0] + h * s[1] + static_cast<int64_t>(j) * s[2] + d * s[3];
@@ -38,7 +35,7 @@ __global__ void stats_fill_kernel(float* acc, int heads, int dpad) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int row = static_cast<int>((i / dpad) % (kStats + 1));
-    acc[i] = (row == 1 || row == 4) ? -INFINITY : ((row == 2 || row == 5) ? INFINITY : 0.f);
+    acc[i] = row == kStats ? 0.f : prep::stat_identity(row);
   }
 }
 
@@ -149,25 +146,11 @@ __global__ void __launch_bounds__(kStatsThreads) q_stats_kernel(const KvPrepPara
 // Means, V scales and balancing factors per canonical head and channel.
 __global__ void kv_finalize_kernel(const KvPrepParams p) {
   const int head = blockIdx.x;
-  const int b = head / p.heads_h;
-  const int valid = valid_tokens(p, b);
+  const int valid = valid_tokens(p, head / p.heads_h);
   const float* in = p.partials + static_cast<int64_t>(head) * (kStats + 1) * p.dpad;
-  for (int d = threadIdx.x; d < p.dpad; d += blockDim.x) {
-    const bool any = valid > 0 && d < p.D;
-    const float mk = (any && p.smooth_k) ? in[0 * p.dpad + d] / static_cast<float>(valid) : 0.f;
-    const float mv = (any && p.smooth_v) ? in[3 * p.dpad + d] / static_cast<float>(valid) : 0.f;
-    const int64_t o = static_cast<int64_t>(head) * p.dpad + d;
-    if (p.k_mean != nullptr) p.k_mean[o] = mk;
-    if (p.mode != 1) {
-      p.v_mean[o] = mv;
-      const float vabs = any ? fmaxf(in[4 * p.dpad + d] - mv, mv - in[5 * p.dpad + d]) : 0.f;
-      p.v_scale[o] = qm::v_scale(vabs, p.mode == 3, p.v_headroom);
-    }
-    if (p.alpha != nullptr) {
-      const float kabs = any ? fmaxf(in[1 * p.dpad + d] - mk, mk - in[2 * p.dpad + d]) : 0.f;
-      p.alpha[o] = qm::balance_factor(d < p.D ? in[kStats * p.dpad + d] : 0.f, kabs);
-    }
-  }
+  for (int d = threadIdx.x; d < p.dpad; d += blockDim.x)
+    prep::finalize_channel(p, head, d, valid, [&](int s) { return in[s * p.dpad + d]; },
+                           in[kStats * p.dpad + d]);
 }
 
 // Quantize one 64-token tile of one canonical head into the canonical layouts. Each warp
@@ -354,6 +337,14 @@ cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream) {
   }
   kv_finalize_kernel<<<heads, 256, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream) {
+  if (p.mode != 1) {
+    const cudaError_t err = launch_kv_stats_reduce(p, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return launch_kv_quantize(p, stream);
 }
 
 cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream) {

@@ -57,6 +57,8 @@ struct KvPrepParams {
 };
 
 int64_t kv_stats_partial_floats(int heads, int n, int nq, int dpad);
+// A forward's K/V: statistics (unless EXACT), then quantization.
+cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream);
 // The launchers pick the 16-byte fast path (prepare_kv_vec.cu) when it applies.
 cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream);
 cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream);
