@@ -150,7 +150,7 @@ __global__ void kv_finalize_kernel(const KvPrepParams p) {
   const float* in = p.partials + static_cast<int64_t>(head) * (kStats + 1) * p.dpad;
   for (int d = threadIdx.x; d < p.dpad; d += blockDim.x)
     prep::finalize_channel(p, head, d, valid, [&](int s) { return in[s * p.dpad + d]; },
-                           in[kStats * p.dpad + d]);
+                           in[kStats * p.dpad + d], /*write_out=*/true);
 }
 
 // Quantize one 64-token tile of one canonical head into the canonical layouts. Each warp
@@ -295,55 +295,87 @@ int64_t kv_stats_partial_floats(int heads, int n, int nq, int dpad) {
   return static_cast<int64_t>(heads) * (kStats + 1) * dpad;
 }
 
-cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream) {
+namespace {
+
+// The statistics into p.partials (filled with the identities first), without the finalize.
+cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
   const int heads = p.heads_b * p.heads_h;
-  const int nchunks = (p.n + kChunk - 1) / kChunk;
   const int64_t total = kv_stats_partial_floats(heads, p.n, p.Nq, p.dpad);
   const int fill_blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1024));
   stats_fill_kernel<<<fill_blocks, 256, 0, stream>>>(p.partials, heads, p.dpad);
+
+  const int nchunks = (p.n + kChunk - 1) / kChunk;
+  const bool want_q = p.balance && p.Nq > 0;
+  const int qchunks = want_q ? (p.Nq + kChunk - 1) / kChunk : 0;
+  const bool kv_vec = nchunks > 0 && kv_prep_vectorizable(p);
+  const bool q_vec = want_q && q_stats_vectorizable(p);
   // A few CTAs per SM in all: enough loads in flight, few atomics per accumulator.
   const int target = 4 * std::max(p.sm_count, 1);
-  if (nchunks > 0) {
-    // The 16-byte path: at most one wave of CTAs (a partial second wave of these short CTAs
-    // costs as much as a full one: flux_1024px's 1.09 waves took 48 us).
-    const bool vec = kv_prep_vectorizable(p);
-    const int per_head =
-        vec ? std::max(1, std::min(nchunks, kv_stats_vec_ctas_per_sm() *
-                                                std::max(p.sm_count, 1) / heads))
-            : std::max(1, std::min(nchunks, (target + heads - 1) / heads));
-    const int tokens = (nchunks + per_head - 1) / per_head * kChunk;
+  const int general_per_head = std::max(1, (target + heads - 1) / heads);
+  int kv_per_head = std::min(nchunks, general_per_head);
+  const int q_per_head = std::min(qchunks, general_per_head);
+  // The 16-byte K/V statistics: at most one wave of CTAs (a partial second wave of these short
+  // CTAs costs as much as a full one: flux_1024px's 1.09 waves took 48 us).
+  const int sms = std::max(p.sm_count, 1);
+  if (kv_vec)
+    kv_per_head = std::min(nchunks, std::max(1, stats_vec_ctas_per_sm(true, false) * sms / heads));
+  const int tokens = nchunks > 0 ? (nchunks + kv_per_head - 1) / kv_per_head * kChunk : 0;
+  const int rows = qchunks > 0 ? (qchunks + q_per_head - 1) / q_per_head * kChunk : 0;
+  // Small problems: K/V and Q statistics in one launch when all their 64-row chunks fit in one
+  // wave together (one launch fewer; sd15_l3_cfg, NOTES run 31). Larger ones keep two launches,
+  // each sized for its own occupancy (splitting one wave between them was slower at flux).
+  if (kv_vec && q_vec && nchunks + qchunks <= stats_vec_ctas_per_sm(true, true) * sms / heads) {
+    const cudaError_t err = launch_stats_vec(p, kChunk, kChunk, stream);
+    if (err != cudaSuccess) return err;
+  } else {
+    cudaError_t err = kv_vec ? launch_stats_vec(p, tokens, 0, stream) : cudaSuccess;
+    if (err == cudaSuccess && q_vec) err = launch_stats_vec(p, 0, rows, stream);
+    if (err != cudaSuccess) return err;
+  }
+  if (nchunks > 0 && !kv_vec) {
     const size_t smem = static_cast<size_t>(8) * kStats * p.dpad * sizeof(float);
-    if (vec) {
-      const cudaError_t err = launch_kv_stats_vec(p, tokens, stream);
-      if (err != cudaSuccess) return err;
-    } else dev::dispatch_dtype(p.dtype, [&](auto t) {
+    dev::dispatch_dtype(p.dtype, [&](auto t) {
       kv_stats_kernel<decltype(t)>
           <<<dim3((p.n + tokens - 1) / tokens, heads), kStatsThreads, smem, stream>>>(p, tokens);
       return 0;
     });
   }
-  if (p.balance && p.Nq > 0) {
-    const int qchunks = (p.Nq + kChunk - 1) / kChunk;
-    const int per_head = std::max(1, std::min(qchunks, (target + heads - 1) / heads));
-    const int rows = (qchunks + per_head - 1) / per_head * kChunk;
-    if (q_stats_vectorizable(p)) {
-      const cudaError_t err = launch_q_stats_vec(p, rows, stream);
-      if (err != cudaSuccess) return err;
-    } else dev::dispatch_dtype(p.dtype, [&](auto t) {
+  if (want_q && !q_vec) {
+    dev::dispatch_dtype(p.dtype, [&](auto t) {
       q_stats_kernel<decltype(t)>
           <<<dim3((p.Nq + rows - 1) / rows, heads), kStatsThreads, 0, stream>>>(p, rows);
       return 0;
     });
   }
-  kv_finalize_kernel<<<heads, 256, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream) {
+  const cudaError_t err = launch_kv_stats(p, stream);
+  if (err != cudaSuccess) return err;
+  kv_finalize_kernel<<<p.heads_b * p.heads_h, 256, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream) {
-  if (p.mode != 1) {
-    const cudaError_t err = launch_kv_stats_reduce(p, stream);
+  if (p.mode == 1) return launch_kv_quantize(p, stream);  // EXACT: copies, no statistics
+  // The 16-byte quantization kernel can finalize the statistics itself (no finalize launch),
+  // but then every one of its CTAs redoes its head's finalize: worth it only while the grid is
+  // one wave (2 CTAs per SM are resident at any head dim). With many tiles per head the repeats
+  // cost more than the launch (decode with 32K keys: +5% end-to-end, NOTES run 31).
+  const int64_t tiles = (p.nk_pad - p.key_offset + kChunk - 1) / kChunk;
+  if (kv_prep_vectorizable(p) && p.fill_tail &&
+      tiles * p.heads_b * p.heads_h <= 2 * static_cast<int64_t>(std::max(p.sm_count, 1))) {
+    const cudaError_t err = launch_kv_stats(p, stream);
     if (err != cudaSuccess) return err;
+    KvPrepParams q = p;
+    q.consts_from_partials = true;
+    return launch_kv_quantize_vec(q, stream);
   }
+  const cudaError_t err = launch_kv_stats_reduce(p, stream);
+  if (err != cudaSuccess) return err;
   return launch_kv_quantize(p, stream);
 }
 

@@ -1,8 +1,11 @@
 // Host-callable launchers of the K/V preparation kernels (cuda/kernels/prepare_kv.cu).
 //
-// Forward:  kv_stats (one read of K and V: per-channel sum / max / min, reduced per CTA and
-//           accumulated with atomics per canonical head; q_stats likewise for max |q| when
-//           balancing) -> kv_finalize (means, V scales, balancing factors)
+// Forward:  stats_fill (identities into the scratch accumulators)
+//           -> kv_stats (one read of K and V: per-channel sum / max / min, reduced per CTA and
+//              accumulated with atomics per canonical head; q_stats likewise for max |q| when
+//              balancing; on the 16-byte path both are one launch)
+//           -> kv_finalize (means, V scales, balancing factors; on the 16-byte path done by
+//              every quantize CTA itself, no launch)
 //           -> kv_quantize (second read of K and V, mostly from L2: INT8 K + per-key scales,
 //              V as fp16 or as transposed, key-permuted FP8 — the layouts of attention_params.h).
 // Cache:    the first append runs all three into the cache's own buffers; later appends run
@@ -53,23 +56,32 @@ struct KvPrepParams {
   bool fill_tail = true;   // also zero the padding keys up to nk_pad (forward buffers)
 
   float* partials = nullptr;  // scratch accumulators: kv_stats_partial_floats(...) floats
+  // The 16-byte quantization kernel computes the constants from `partials` itself (and its
+  // tile-0 CTAs write them out) instead of reading them: launch_kv_prepare sets it.
+  bool consts_from_partials = false;
   int sm_count = 132;         // the device's SMs: sizes the statistics grid
 };
 
 int64_t kv_stats_partial_floats(int heads, int n, int nq, int dpad);
-// A forward's K/V: statistics (unless EXACT), then quantization.
+// A forward's K/V: statistics (unless EXACT), then quantization (which also finalizes the
+// statistics on the 16-byte path).
 cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream);
 // The launchers pick the 16-byte fast path (prepare_kv_vec.cu) when it applies.
+// Statistics and their finalize (means, V scales, balancing factors into p's outputs).
 cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream);
+// Quantization with the constants in p's outputs (or from the partials, see above).
 cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream);
 
 // Fast path: fp16/bf16 with unit channel stride and 16-byte aligned rows (prepare_kv_vec.cu).
 bool kv_prep_vectorizable(const KvPrepParams& p);
-cudaError_t launch_kv_stats_vec(const KvPrepParams& p, int tokens_per_cta, cudaStream_t stream);
-int kv_stats_vec_ctas_per_sm();  // resident CTAs of the fast statistics kernel per SM
-// Channel maxima of Q with 16-byte loads (fp16/bf16, unit channel stride, aligned rows).
+// Max |q| with 16-byte loads (fp16/bf16, unit channel stride, aligned rows).
 bool q_stats_vectorizable(const KvPrepParams& p);
-cudaError_t launch_q_stats_vec(const KvPrepParams& p, int rows_per_cta, cudaStream_t stream);
+// K/V statistics over ranges of tokens_per_cta (0: none) and Q's channel maxima over ranges of
+// rows_per_cta (0: none), in one launch.
+cudaError_t launch_stats_vec(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
+                             cudaStream_t stream);
+// Resident CTAs per SM of the 16-byte statistics kernel computing K/V and/or Q statistics.
+int stats_vec_ctas_per_sm(bool kv, bool q);
 cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t stream);
 
 }  // namespace int8attn

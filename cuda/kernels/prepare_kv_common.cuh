@@ -29,31 +29,31 @@ __device__ __forceinline__ int valid_tokens(const KvPrepParams& p, int b) {
 }
 
 // Channel d's constants from its statistics (`stat(s)` reads statistic s, `q_absmax` the
-// channel's max |q|): the means, V scale and balancing factor are written to p's outputs and
-// returned for a caller that quantizes right away. Same maths as the CPU backend.
+// channel's max |q|): the means, V scale and balancing factor, written to p's outputs when
+// `write_out` and returned for a caller that quantizes right away. Same maths as the CPU backend.
 struct ChannelConsts {
   float mu_k = 0.f, alpha = 1.f, mu_v = 0.f, v_scale = 1.f;
 };
 template <typename StatFn>
 __device__ __forceinline__ ChannelConsts finalize_channel(const KvPrepParams& p, int head, int d,
                                                           int valid, StatFn stat,
-                                                          float q_absmax) {
+                                                          float q_absmax, bool write_out) {
   ChannelConsts c;
   const bool any = valid > 0 && d < p.D;
   c.mu_k = (any && p.smooth_k) ? stat(kSumK) / static_cast<float>(valid) : 0.f;
   c.mu_v = (any && p.smooth_v) ? stat(kSumV) / static_cast<float>(valid) : 0.f;
   const int64_t o = static_cast<int64_t>(head) * p.dpad + d;
-  if (p.k_mean != nullptr) p.k_mean[o] = c.mu_k;
+  if (write_out && p.k_mean != nullptr) p.k_mean[o] = c.mu_k;
   if (p.mode != 1) {
-    p.v_mean[o] = c.mu_v;
+    if (write_out) p.v_mean[o] = c.mu_v;
     const float vabs = any ? fmaxf(stat(kMaxV) - c.mu_v, c.mu_v - stat(kMinV)) : 0.f;
     c.v_scale = qm::v_scale(vabs, p.mode == 3, p.v_headroom);
-    p.v_scale[o] = c.v_scale;
+    if (write_out) p.v_scale[o] = c.v_scale;
   }
   if (p.alpha != nullptr) {
     const float kabs = any ? fmaxf(stat(kMaxK) - c.mu_k, c.mu_k - stat(kMinK)) : 0.f;
     c.alpha = qm::balance_factor(d < p.D ? q_absmax : 0.f, kabs);
-    p.alpha[o] = c.alpha;
+    if (write_out) p.alpha[o] = c.alpha;
   }
   return c;
 }

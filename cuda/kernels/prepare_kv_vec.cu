@@ -16,15 +16,14 @@ using prep::kTokens;
 
 // Per-channel statistics over a token range of one canonical head.
 template <typename T>
-__global__ void __launch_bounds__(kTileThreads) kv_stats_vec_kernel(const KvPrepParams p,
-                                                                    int tokens_per_cta) {
+__device__ __forceinline__ void kv_stats_cta(const KvPrepParams& p, int range, int tokens_per_cta) {
   __shared__ float s_acc[kStats][256];
   __shared__ float s_tmp[16 * kTileThreads];
   const int head = blockIdx.y, b = head / p.heads_h, h = head % p.heads_h;
   for (int e = threadIdx.x; e < kStats * 256; e += kTileThreads)
     s_acc[e / 256][e % 256] = prep::stat_identity(e / 256);
   __syncthreads();
-  const int j0 = blockIdx.x * tokens_per_cta;
+  const int j0 = range * tokens_per_cta;
   const int j1 = min(j0 + tokens_per_cta, prep::valid_tokens(p, b));
   prep::accumulate_kv_stats<T>(p, b, h, j0, j1, threadIdx.x, kTileThreads, s_acc, s_tmp);
   if (j0 >= j1) return;
@@ -42,13 +41,12 @@ __global__ void __launch_bounds__(kTileThreads) kv_stats_vec_kernel(const KvPrep
 // max |q| per channel over a range of query rows of the q-heads (and batches) of a canonical
 // head: the 16-byte version of prepare_kv.cu's q_stats_kernel (same accumulator slot).
 template <typename T>
-__global__ void __launch_bounds__(kTileThreads) q_stats_vec_kernel(const KvPrepParams p,
-                                                                   int rows_per_cta) {
+__device__ __forceinline__ void q_stats_cta(const KvPrepParams& p, int range, int rows_per_cta) {
   __shared__ float s_max[256];
   const int head = blockIdx.y, b = head / p.heads_h, hkv = head % p.heads_h;
   for (int d = threadIdx.x; d < 256; d += kTileThreads) s_max[d] = 0.f;
   __syncthreads();
-  const int i0 = blockIdx.x * rows_per_cta, i1 = min(i0 + rows_per_cta, p.Nq);
+  const int i0 = range * rows_per_cta, i1 = min(i0 + rows_per_cta, p.Nq);
   prep::accumulate_q_absmax<T>(p, b, hkv, i0, i1, threadIdx.x, kTileThreads, s_max);
   __syncthreads();
   float* acc = p.partials + (static_cast<int64_t>(head) * (kStats + 1) + kStats) * p.dpad;
@@ -56,8 +54,50 @@ __global__ void __launch_bounds__(kTileThreads) q_stats_vec_kernel(const KvPrepP
     atomicMax(reinterpret_cast<int*>(acc + d), __float_as_int(s_max[d]));
 }
 
-// Quantize one 64-token tile per CTA with the head's constants from the finalize kernel.
-template <typename T, int kItems>
+// What a statistics launch computes (compile-time: a kernel that holds only one kind keeps that
+// kind's registers and shared memory, so its occupancy).
+enum StatsParts { kKvStats = 1, kQStats = 2, kBothStats = 3 };
+
+// CTA x of head y takes K/V token range x when x < kv_ctas, else Q row range x - kv_ctas.
+// Both in one launch when they fit in one wave together (small problems: one launch fewer).
+template <typename T, int kParts>
+__global__ void __launch_bounds__(kTileThreads) stats_vec_kernel(const KvPrepParams p,
+                                                                 int kv_ctas, int tokens_per_cta,
+                                                                 int rows_per_cta) {
+  if constexpr (kParts == kKvStats) {
+    kv_stats_cta<T>(p, blockIdx.x, tokens_per_cta);
+  } else if constexpr (kParts == kQStats) {
+    q_stats_cta<T>(p, blockIdx.x, rows_per_cta);
+  } else {
+    if (static_cast<int>(blockIdx.x) < kv_ctas) kv_stats_cta<T>(p, blockIdx.x, tokens_per_cta);
+    else q_stats_cta<T>(p, blockIdx.x - kv_ctas, rows_per_cta);
+  }
+}
+
+template <int kParts>
+int stats_vec_ctas_per_sm() {
+  // Same registers and shared memory for both element types; a successful answer is kept
+  // (a failed query only sizes this call's grid conservatively and is asked again next time).
+  static std::atomic<int> cached{0};
+  int n = cached.load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, stats_vec_kernel<__half, kParts>,
+                                                    kTileThreads, 0) != cudaSuccess ||
+      n <= 0) {
+    (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
+    return 1;
+  }
+  cached.store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Quantize one 64-token tile per CTA. The head's per-channel constants come either from the
+// statistics' partial sums (p.consts_from_partials: the finalize maths runs here, in every CTA
+// of the head, and tile 0 writes the constants out for the attention kernel; one launch fewer)
+// or, for cache appends, from the constants kept since the first append.
+// (kFromPartials is a template parameter: as a runtime branch it made the kernel 5-8% slower
+// also where it reads kept constants, decode and flux included, NOTES run 31.)
+template <typename T, int kItems, bool kFromPartials>
 __global__ void __launch_bounds__(kTileThreads, kItems <= 4 ? 4 : 2)
     kv_quantize_vec_kernel(const KvPrepParams p) {
   extern __shared__ __align__(16) uint8_t s_vt[];  // FAST: [64 tokens][dpad + 4]
@@ -67,12 +107,27 @@ __global__ void __launch_bounds__(kTileThreads, kItems <= 4 ? 4 : 2)
   const int tile = blockIdx.x, head = blockIdx.y, b = head / p.heads_h, h = head % p.heads_h;
   const int64_t hoff = static_cast<int64_t>(head) * p.dpad;
   const bool quant = p.mode != 1;
-  for (int d = threadIdx.x; d < p.dpad; d += kTileThreads) {
-    const bool live = quant && d < p.D;
-    hc.mu_k[d] = live && p.k_mean != nullptr ? p.k_mean[hoff + d] : 0.f;
-    hc.alpha[d] = live && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f;
-    hc.mu_v[d] = live ? p.v_mean[hoff + d] : 0.f;
-    hc.inv_sv[d] = live ? 1.0f / p.v_scale[hoff + d] : 0.f;
+  if (kFromPartials && quant) {
+    const int valid = prep::valid_tokens(p, b);
+    const float* in = p.partials + static_cast<int64_t>(head) * (kStats + 1) * p.dpad;
+    for (int d = threadIdx.x; d < p.dpad; d += kTileThreads) {
+      const prep::ChannelConsts c = prep::finalize_channel(
+          p, head, d, valid, [&](int s) { return in[s * p.dpad + d]; }, in[kStats * p.dpad + d],
+          /*write_out=*/tile == 0);
+      const bool live = d < p.D;
+      hc.mu_k[d] = live && p.k_mean != nullptr ? c.mu_k : 0.f;
+      hc.alpha[d] = live && p.alpha != nullptr ? c.alpha : 1.f;
+      hc.mu_v[d] = live ? c.mu_v : 0.f;
+      hc.inv_sv[d] = live ? 1.0f / c.v_scale : 0.f;
+    }
+  } else {
+    for (int d = threadIdx.x; d < p.dpad; d += kTileThreads) {
+      const bool live = quant && d < p.D;
+      hc.mu_k[d] = live && p.k_mean != nullptr ? p.k_mean[hoff + d] : 0.f;
+      hc.alpha[d] = live && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f;
+      hc.mu_v[d] = live ? p.v_mean[hoff + d] : 0.f;
+      hc.inv_sv[d] = live ? 1.0f / p.v_scale[hoff + d] : 0.f;
+    }
   }
   if (threadIdx.x < 32) hc.token_of_col[fp8_v_logical_position(threadIdx.x)] = threadIdx.x;
   prep::quantize_tile<T, kItems>(p, tile, head, b, h, threadIdx.x, hc,
@@ -92,17 +147,6 @@ bool q_stats_vectorizable(const KvPrepParams& p) {
   return true;
 }
 
-cudaError_t launch_q_stats_vec(const KvPrepParams& p, int rows_per_cta, cudaStream_t s) {
-  const int heads = p.heads_b * p.heads_h;
-  const dim3 grid((p.Nq + rows_per_cta - 1) / rows_per_cta, heads);
-  dev::dispatch_dtype(p.dtype, [&](auto t) {
-    if constexpr (sizeof(t) == 2)
-      q_stats_vec_kernel<decltype(t)><<<grid, kTileThreads, 0, s>>>(p, rows_per_cta);
-    return 0;
-  });
-  return cudaGetLastError();
-}
-
 bool kv_prep_vectorizable(const KvPrepParams& p) {
   if (p.dtype != 1 && p.dtype != 2) return false;  // fp16 / bf16
   if (p.k_stride[3] != 1 || p.v_stride[3] != 1 || p.D % 8 != 0) return false;
@@ -112,28 +156,29 @@ bool kv_prep_vectorizable(const KvPrepParams& p) {
   return true;
 }
 
-int kv_stats_vec_ctas_per_sm() {
-  // Same registers and shared memory for both element types; a successful answer is kept
-  // (a failed query only sizes this call's grid conservatively and is asked again next time).
-  static std::atomic<int> cached{0};
-  int n = cached.load(std::memory_order_relaxed);
-  if (n > 0) return n;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kv_stats_vec_kernel<__half>, kTileThreads,
-                                                    0) != cudaSuccess ||
-      n <= 0) {
-    (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
-    return 1;
-  }
-  cached.store(n, std::memory_order_relaxed);
-  return n;
+int stats_vec_ctas_per_sm(bool kv, bool q) {
+  return kv && q ? stats_vec_ctas_per_sm<kBothStats>()
+                 : (q ? stats_vec_ctas_per_sm<kQStats>() : stats_vec_ctas_per_sm<kKvStats>());
 }
 
-cudaError_t launch_kv_stats_vec(const KvPrepParams& p, int tokens_per_cta, cudaStream_t s) {
+cudaError_t launch_stats_vec(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
+                             cudaStream_t s) {
   const int heads = p.heads_b * p.heads_h;
-  const dim3 grid((p.n + tokens_per_cta - 1) / tokens_per_cta, heads);
+  const int kv_ctas = tokens_per_cta > 0 ? (p.n + tokens_per_cta - 1) / tokens_per_cta : 0;
+  const int q_ctas = rows_per_cta > 0 ? (p.Nq + rows_per_cta - 1) / rows_per_cta : 0;
+  if (kv_ctas + q_ctas == 0) return cudaSuccess;
+  const dim3 grid(kv_ctas + q_ctas, heads);
   dev::dispatch_dtype(p.dtype, [&](auto t) {
-    if constexpr (sizeof(t) == 2)
-      kv_stats_vec_kernel<decltype(t)><<<grid, kTileThreads, 0, s>>>(p, tokens_per_cta);
+    if constexpr (sizeof(t) == 2) {
+      using T = decltype(t);
+      if (q_ctas == 0)
+        stats_vec_kernel<T, kKvStats><<<grid, kTileThreads, 0, s>>>(p, kv_ctas, tokens_per_cta, 0);
+      else if (kv_ctas == 0)
+        stats_vec_kernel<T, kQStats><<<grid, kTileThreads, 0, s>>>(p, 0, 0, rows_per_cta);
+      else
+        stats_vec_kernel<T, kBothStats>
+            <<<grid, kTileThreads, 0, s>>>(p, kv_ctas, tokens_per_cta, rows_per_cta);
+    }
     return 0;
   });
   return cudaGetLastError();
@@ -147,7 +192,11 @@ cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t s) {
   dev::dispatch_dtype(p.dtype, [&](auto t) {
     if constexpr (sizeof(t) == 2)
       prep::dispatch_items(p.dpad, [&](auto items) {
-        kv_quantize_vec_kernel<decltype(t), items.value><<<grid, kTileThreads, smem, s>>>(p);
+        using T = decltype(t);
+        if (p.consts_from_partials)
+          kv_quantize_vec_kernel<T, items.value, true><<<grid, kTileThreads, smem, s>>>(p);
+        else
+          kv_quantize_vec_kernel<T, items.value, false><<<grid, kTileThreads, smem, s>>>(p);
       });
     return 0;
   });
