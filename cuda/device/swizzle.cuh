@@ -35,5 +35,27 @@ struct SwizzledTile {
   }
 };
 
+// The wgmma canonical K-major layout of a [kRows][kRowBytes] tile whose rows are wider than
+// the swizzle span (or not a power of two): column slabs kSpan bytes wide (32, 64 or 128, the
+// widest dividing kRowBytes), each a [kRows][kSpan] SwizzledTile<kSpan>, slab after slab.
+// SwizzledTile<kSpan>'s XOR pattern is the TMA / wgmma swizzle of span kSpan, so TMA boxes
+// {kSpan, rows} land in it and wgmma descriptors of swizzle kSpan read it. One slab when the
+// row fits a span (head dims 64 and 128).
+template <int kRowBytes, int kRows>
+struct SlabTile {
+  static constexpr int kSpan = kRowBytes % 128 == 0 ? 128 : kRowBytes % 64 == 0 ? 64 : 32;
+  static_assert(kRowBytes % kSpan == 0, "rows must be whole 32-byte spans");
+  static constexpr int kSlabs = kRowBytes / kSpan;
+  static constexpr int kSlabBytes = kRows * kSpan;
+  // Byte offset of (row, byte) where byte is a multiple of 16 or lies within one chunk.
+  __device__ __forceinline__ static int offset(int row, int byte) {
+    return (byte / kSpan) * kSlabBytes + SwizzledTile<kSpan>::offset(row, byte % kSpan);
+  }
+  // Offset of the 32-byte k-step kk (an INT8 wgmma's K extent) of row 0.
+  __host__ __device__ static constexpr int kstep_offset(int kk) {
+    return (kk * 32 / kSpan) * kSlabBytes + (kk * 32) % kSpan;
+  }
+};
+
 }  // namespace dev
 }  // namespace int8attn

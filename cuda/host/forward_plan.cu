@@ -14,13 +14,15 @@ namespace {
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 // Split the key range when the (b, kv-head, m-tile) grid alone cannot fill the GPU (decode,
-// small batches): aim for `target` CTAs (what fits beside each other on all SMs), at least 4
-// key tiles per split.
+// small batches): as many splits as keep the grid within `target` CTAs (what fits beside each
+// other on all SMs: one wave), at least 4 key tiles per split. Rounding up instead would turn
+// a grid of 128 CTAs into two waves of 256 half-length ones plus a combine (a 1024-token
+// head-dim-80 layer: NOTES run 32).
 void choose_splits(AttnKernelParams& a, int64_t key_tiles, int64_t target) {
   const int64_t base = static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv;
   int64_t splits = 1;
   if (base < target && key_tiles >= 8) {
-    splits = std::min<int64_t>((target + base - 1) / base, key_tiles / 4);
+    splits = std::min<int64_t>(target / base, key_tiles / 4);
     splits = std::max<int64_t>(1, std::min<int64_t>(splits, 128));
   }
   const int64_t per = (key_tiles + splits - 1) / splits;
@@ -33,7 +35,8 @@ void choose_splits(AttnKernelParams& a, int64_t key_tiles, int64_t target) {
 bool sm90_wgmma_eligible(const ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
 #if defined(INT8ATTN_HAVE_SM90)
   return dev.cc_major == 9 && plan.kernel_mode != INT8ATTN_MODE_EXACT &&
-         (plan.dpad == 64 || plan.dpad == 128) && p.block_mask == nullptr &&
+         sm90_wgmma_head_dim(plan.dpad, plan.kernel_mode == INT8ATTN_MODE_FAST) &&
+         p.block_mask == nullptr &&
          p.q_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
 #else
   (void)plan;

@@ -34,8 +34,8 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
                          const AttnKernelParams* cache_params);
 
 // Whether the sm90a wgmma kernel can run this problem on this device (compiled in; Hopper;
-// BALANCED/FAST; padded head dim 64 or 128; no block mask; per-token Q scales). Decode-sized
-// problems (<= 16 rows per kv-head) still go to the 1-warp kernel.
+// BALANCED/FAST; a padded head dim of sm90_wgmma_head_dim; no block mask; per-token Q scales).
+// Decode-sized problems (<= 16 rows per kv-head) still go to the 1-warp kernel.
 bool sm90_wgmma_eligible(const ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev);
 
 // Kernel mode the device runs for an API mode (FAST needs FP8 tensor cores: sm89+).

@@ -22,8 +22,9 @@ INT8ATTN_DECLARE_ARCH_LAUNCHERS(sm89)
 INT8ATTN_DECLARE_ARCH_LAUNCHERS(sm90)
 #undef INT8ATTN_DECLARE_ARCH_LAUNCHERS
 
-// The warp-specialised sm90a kernel (BALANCED/FAST, dpad 64 or 128, no block mask, per-token Q
-// scales; see sm90_wgmma_eligible in host/forward_plan.h). `mode` is 2 BALANCED or 3 FAST.
+// The warp-specialised sm90a kernel (BALANCED/FAST at the head dims of sm90_wgmma_head_dim, no
+// block mask, per-token Q scales; see sm90_wgmma_eligible in host/forward_plan.h). `mode` is 2
+// BALANCED or 3 FAST.
 cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, int mode,
                                         cudaStream_t s);
 

@@ -20,10 +20,11 @@
 // ping-pong, consumers taking turns on named barriers, measured 2% slower here: NOTES run 12.)
 //
 // Scope (the host routes everything else to attention_kernel.cuh): padded head dim 64 or 128,
-// no block mask, per-token Q scales. Causal, valid lengths, GQA, broadcast K/V, LSE and split-KV
-// are supported. Shared-memory layouts are the wgmma canonical K-major swizzled ones, written
-// by TMA with the matching swizzle mode (and by the Q prologue through dev::SwizzledTile, whose
-// XOR pattern is the same for 64- and 128-byte rows).
+// for FAST also 96, 160 and 192 (sm90_wgmma_head_dim); no block mask, per-token Q scales. Causal, valid lengths,
+// GQA, broadcast K/V, LSE and split-KV are supported. Shared-memory layouts are the wgmma
+// canonical K-major swizzled ones, written by TMA with the matching swizzle mode (and by the Q
+// prologue through dev::SlabTile): Q and K rows that are not one swizzle span (96, 160, 192
+// bytes) are stored as column slabs of 32 or 64 bytes.
 #pragma once
 
 #include <cuda.h>
@@ -38,18 +39,16 @@
 
 namespace int8attn {
 
-constexpr int kSm90Stages = 4;    // shared-memory ring of K/V tiles
-
 struct Sm90AttnParams {
   AttnKernelParams a;
-  CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box DPAD x 128 keys
+  CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box (one slab) kSpan bytes x 128 keys
   CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box 128 keys x DPAD
                       // BALANCED: V [heads][nk_pad][DPAD] fp16, box 64 channels x 128 keys
 };
 
 template <int DPAD, int MODE>
 struct Sm90Traits {
-  static_assert(DPAD == 64 || DPAD == 128, "the sm90 kernel takes padded head dims 64 and 128");
+  static_assert(sm90_wgmma_head_dim(DPAD, MODE == kModeFast), "no sm90 kernel for this head dim");
   static constexpr bool kFp8PV = MODE == kModeFast;
   // Consumer warpgroups (64 rows each): three at head dim 64, whose small O accumulator leaves
   // the registers for it, so each K/V tile read from L2 serves 192 rows; two at 128.
@@ -58,6 +57,8 @@ struct Sm90Traits {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   // setmaxnreg split of the 64K registers: the producer keeps 24 per thread.
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  using QTile = dev::SlabTile<DPAD, kBM>;          // Q [slab][kBM rows][span]
+  using KTile = dev::SlabTile<DPAD, kSm90BlockN>;  // K [slab][128 keys][span]
   static constexpr int kQBytes = kBM * DPAD;
   static constexpr int kKBytes = kSm90BlockN * DPAD;
   static constexpr int kVBytes = kSm90BlockN * DPAD * (kFp8PV ? 1 : 2);
@@ -70,9 +71,13 @@ struct Sm90Traits {
   // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
   static constexpr int kWarpStagingBytes = staged_o_bytes<DPAD>();
   static_assert(staged_q_bytes<DPAD>() <= kWarpStagingBytes, "Q staging must fit");
-  static constexpr int kBaseSmemBytes = 1024 + kQBytes + kSm90Stages * kStageBytes + kMiscBytes;
+  // Ring of K/V tiles: four stages, two above head dim 128, where the staging areas (the
+  // tiny shapes of those head dims are latency-bound on the once-per-CTA code: NOTES run 29)
+  // would not fit beside four.
+  static constexpr int kStages = DPAD > 128 ? 2 : 4;
+  static constexpr int kBaseSmemBytes = 1024 + kQBytes + kStages * kStageBytes + kMiscBytes;
   static constexpr bool kStagedIO =
-      DPAD == 128 && kBaseSmemBytes + 4 * kConsumers * kWarpStagingBytes <= 227 * 1024;
+      DPAD > 64 && kBaseSmemBytes + 4 * kConsumers * kWarpStagingBytes <= 227 * 1024;
   static constexpr int kSmemBytes =
       kBaseSmemBytes + (kStagedIO ? 4 * kConsumers * kWarpStagingBytes : 0);
   static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
@@ -93,11 +98,11 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   uint8_t* smem = smem_raw + ((1024u - (dev::smem_addr(smem_raw) & 1023u)) & 1023u);
   uint8_t* sQ = smem;
   uint8_t* sStages = smem + T::kQBytes;
-  uint8_t* misc = sStages + kSm90Stages * T::kStageBytes;
+  uint8_t* misc = sStages + T::kStages * T::kStageBytes;
   float* sQScale = reinterpret_cast<float*>(misc);
   float* sLseShift = sQScale + T::kBM;
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(misc + 8 * T::kBM);
-  uint64_t* empty_bar = full_bar + kSm90Stages;
+  uint64_t* empty_bar = full_bar + T::kStages;
   uint8_t* staging = misc + T::kMiscBytes;  // + (warp - 4) * kWarpStagingBytes per consumer warp
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -107,7 +112,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   const int64_t kv_head = work.kv_head;
 
   if (tid == 0) {
-    for (int s = 0; s < kSm90Stages; ++s) {
+    for (int s = 0; s < T::kStages; ++s) {
       dev::mbar_init(&full_bar[s], 1);
       // One arrive per consumer thread, each after its own reads of the stage (see the arrives).
       dev::mbar_init(&empty_bar[s], 128 * T::kConsumers);
@@ -142,8 +147,8 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     if (tid == 0) {
       const uint8_t* gKs = reinterpret_cast<const uint8_t*>(p.k_scale + kv_head * p.nk_pad);
       for (int t = t_begin, n = 0; t < t_end; ++t, ++n) {
-        const int st = n % kSm90Stages;
-        if (n >= kSm90Stages) dev::mbar_wait(&empty_bar[st], ((n / kSm90Stages) - 1) & 1);
+        const int st = n % T::kStages;
+        if (n >= T::kStages) dev::mbar_wait(&empty_bar[st], ((n / T::kStages) - 1) & 1);
         uint8_t* sK = sStages + st * T::kStageBytes;
         uint8_t* sV = sK + T::kKBytes;
         uint8_t* sKs = sV + T::kVBytes;
@@ -152,7 +157,10 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
             static_cast<uint32_t>(p.nk_pad - key0 < kSm90BlockN ? p.nk_pad - key0 : kSm90BlockN) * 4u;
         dev::mbar_arrive_expect_tx(&full_bar[st], T::kKBytes + T::kVBytes + ks_bytes);
         const int head = static_cast<int>(kv_head);
-        dev::tma_load_3d(sK, &P.k_map, &full_bar[st], 0, key0, head);
+#pragma unroll
+        for (int sl = 0; sl < T::KTile::kSlabs; ++sl)
+          dev::tma_load_3d(sK + sl * T::KTile::kSlabBytes, &P.k_map, &full_bar[st],
+                           sl * T::KTile::kSpan, key0, head);
         if constexpr (T::kFp8PV) {
           dev::tma_load_3d(sV, &P.v_map, &full_bar[st], key0, 0, head);
         } else {
@@ -174,12 +182,12 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     // complete after its named barrier (ids 1.. : one per consumer warpgroup).
     const int cw = warp - 4;
     if (T::kStagedIO && p.q_vec) {
-      stage_q_rows_staged<DPAD, dev::SwizzledTile<DPAD>>(
+      stage_q_rows_staged<DPAD, typename T::QTile>(
           p, b, hkv, L, kv_head, m_tile * T::kBM + cw * 16, cw * 16, sQ, sQScale, sLseShift,
           lane, staging + cw * T::kWarpStagingBytes);
     } else {
       float row_absmax[16];
-      stage_q_warp_rows<DPAD, true, false, dev::SwizzledTile<DPAD>, 16>(
+      stage_q_warp_rows<DPAD, true, false, typename T::QTile, 16>(
           p, b, hkv, L, kv_head, m_tile * T::kBM + cw * 16, cw * 16, sQ, sQScale, sLseShift,
           lane, row_absmax);
     }
@@ -207,7 +215,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   // k-steps of 16 keys (fp16); 4 registers per step.
   constexpr int kPSteps = T::kFp8PV ? 4 : 8;
 
-  auto stage_of = [&](int n) { return sStages + (n % kSm90Stages) * T::kStageBytes; };
+  auto stage_of = [&](int n) { return sStages + (n % T::kStages) * T::kStageBytes; };
   // Descriptors of the MMAs of tile n (warp-uniform values: ptxas keeps them in uniform
   // registers, as wgmma needs; per-thread values would be moved there between the MMAs,
   // which makes ptxas serialise them).
@@ -217,12 +225,16 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   };
   auto descs_of = [&](int n, Descs& d) {
     const uint8_t* sK = stage_of(n);
-    const uint64_t q0 = dev::smem_desc(sQ + cwg * 64 * DPAD, 16, 8 * DPAD, DPAD);
-    const uint64_t k0 = dev::smem_desc(sK, 16, 8 * DPAD, DPAD);
+    // Slab layouts (dev::SlabTile): rows of one slab are kSpan bytes apart, so 8-row groups
+    // are 8·kSpan apart; a k-step starts kstep_offset bytes into the tile (descriptor
+    // addresses count 16-byte units).
+    constexpr int kSpan = T::QTile::kSpan;
+    const uint64_t q0 = dev::smem_desc(sQ + cwg * 64 * kSpan, 16, 8 * kSpan, kSpan);
+    const uint64_t k0 = dev::smem_desc(sK, 16, 8 * kSpan, kSpan);
 #pragma unroll
     for (int kk = 0; kk < T::kKSteps; ++kk) {
-      d.q[kk] = q0 + 2 * kk;
-      d.k[kk] = k0 + 2 * kk;
+      d.q[kk] = q0 + T::QTile::kstep_offset(kk) / 16;
+      d.k[kk] = k0 + T::KTile::kstep_offset(kk) / 16;
     }
     if constexpr (T::kFp8PV) {
       // V^T tile: DPAD rows of 128 keys, K-major; 32 keys per k-step.
@@ -361,7 +373,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     for (int n = 1; n < ntiles; ++n) {
       prev = cur;
       descs_of(n, cur);
-      dev::mbar_wait(&full_bar[n % kSm90Stages], (n / kSm90Stages) & 1);
+      dev::mbar_wait(&full_bar[n % T::kStages], (n / T::kStages) & 1);
         dev::wgmma_fence();
       issue_qk(cur, si);
       dev::wgmma_commit();
@@ -376,7 +388,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       dev::wgmma_fence_regs(o_flat);
       // Every thread arrives after its own ld.shared of the stage's key scales: a lane-0 arrive
       // would order only lane 0's reads before the producer's refill (tests/gpu/sanitizer).
-      dev::mbar_arrive(&empty_bar[(n - 1) % kSm90Stages]);
+      dev::mbar_arrive(&empty_bar[(n - 1) % T::kStages]);
       // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
       // keeps the branch warp-uniform.
       if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -394,7 +406,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     dev::wgmma_commit();
     dev::wgmma_wait<0>();
     dev::wgmma_fence_regs(o_flat);
-    dev::mbar_arrive(&empty_bar[(ntiles - 1) % kSm90Stages]);
+    dev::mbar_arrive(&empty_bar[(ntiles - 1) % T::kStages]);
   }
 
   // ---- epilogue ------------------------------------------------------------------------------

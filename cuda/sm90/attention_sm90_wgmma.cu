@@ -59,9 +59,13 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   const cuuint64_t heads = static_cast<cuuint64_t>((a.B - 1) * a.kv_batch_stride +
                                                    (a.Hkv - 1) * a.kv_head_stride + 1);
   const cuuint64_t nk = static_cast<cuuint64_t>(a.nk_pad);
+  // K tiles are loaded one column slab (T::KTile::kSpan bytes of every key) per TMA copy.
+  constexpr int kSpan = T::KTile::kSpan;
   cudaError_t err = map_3d(&P.k_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.k, {DPAD, nk, heads},
-                           {DPAD, nk * DPAD}, {DPAD, kSm90BlockN, 1},
-                           DPAD == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+                           {DPAD, nk * DPAD}, {kSpan, kSm90BlockN, 1},
+                           kSpan == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                           : kSpan == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                         : CU_TENSOR_MAP_SWIZZLE_32B);
   if (err != cudaSuccess) return err;
   if constexpr (MODE == kModeFast)
     err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads},
@@ -83,7 +87,16 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
 
 cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, int mode,
                                         cudaStream_t s) {
-  if (mode == kModeFast) return dpad == 64 ? launch<64, kModeFast>(p, s) : launch<128, kModeFast>(p, s);
+  if (mode == kModeFast) {
+    switch (dpad) {
+      case 64: return launch<64, kModeFast>(p, s);
+      case 96: return launch<96, kModeFast>(p, s);
+      case 128: return launch<128, kModeFast>(p, s);
+      case 160: return launch<160, kModeFast>(p, s);
+      case 192: return launch<192, kModeFast>(p, s);
+      default: return cudaErrorInvalidValue;
+    }
+  }
   if (mode == kModeBalanced)
     return dpad == 64 ? launch<64, kModeBalanced>(p, s) : launch<128, kModeBalanced>(p, s);
   return cudaErrorInvalidValue;

@@ -244,7 +244,7 @@ const int32_t kModes[] = {INT8ATTN_MODE_EXACT, INT8ATTN_MODE_BALANCED, INT8ATTN_
 
 TEST_F(GpuAttention, EveryModeHeadDimAndFamilyMeetsTheBar) {
   for (int32_t mode : kModes)
-    for (int64_t D : {32, 40, 64, 80, 96, 128, 160, 256})
+    for (int64_t D : {32, 40, 64, 80, 96, 128, 160, 192, 256})
       for (t::Family f : t::all_families()) {
         Case c;
         c.mode = mode;
@@ -257,12 +257,13 @@ TEST_F(GpuAttention, EveryModeHeadDimAndFamilyMeetsTheBar) {
       }
 }
 
-// Longer key ranges than the cases above (more key tiles per CTA, a ragged last tile), and the
-// image-model shape with head dim 160 (sd15_l3_cfg: 256 tokens), whose Q and O go through the
-// warp-MMA kernel's staging area.
+// Longer key ranges than the cases above (more key tiles per CTA, a ragged last tile; on Hopper,
+// FAST at head dims 80, 160 and 192 runs the warp-specialised kernel's column-slab layouts), and
+// the image-model shape with head dim 160 (sd15_l3_cfg: 256 tokens), whose Q and O go through
+// the kernels' staging areas.
 TEST_F(GpuAttention, LongerKeysAndTheHeadDim160ImageShape) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
-    for (int64_t D : {40, 64, 128, 160})
+    for (int64_t D : {40, 64, 80, 128, 160, 192})
       for (t::Family f : {t::Family::Gaussian, t::Family::ChannelBias}) {
         Case c;
         c.mode = mode;
@@ -385,7 +386,7 @@ TEST_F(GpuAttention, LongKeysUseSplitKvAndStayAccurate) {
 // partial results combined; GQA packing, a ragged key tail and the LSE ride along.
 TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
   for (int32_t mode : kModes)
-    for (int64_t D : {64, 128}) {
+    for (int64_t D : {64, 128, 160}) {
       Case c;
       c.mode = mode;
       c.Hq = 4;

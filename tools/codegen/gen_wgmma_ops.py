@@ -78,7 +78,7 @@ def body(n):
 
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
-    text = HEADER + "\n" + "\n".join(body(n) for n in (64, 128)) + FOOTER
+    text = HEADER + "\n" + "\n".join(body(n) for n in (64, 96, 128, 160, 192)) + FOOTER
     target = root / "cuda/device/wgmma_ops.cuh"
     if "--check" in sys.argv[1:]:
         if target.read_text() != text:
