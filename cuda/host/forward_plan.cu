@@ -35,7 +35,7 @@ void choose_splits(AttnKernelParams& a, int64_t key_tiles, int64_t target) {
 bool sm90_wgmma_eligible(const ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
 #if defined(INT8ATTN_HAVE_SM90)
   return dev.cc_major == 9 && plan.kernel_mode != INT8ATTN_MODE_EXACT &&
-         sm90_wgmma_head_dim(plan.dpad, plan.kernel_mode == INT8ATTN_MODE_FAST) &&
+         sm90_wgmma_head_dim(plan.dpad) &&
          p.block_mask == nullptr &&
          p.q_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
 #else

@@ -165,12 +165,13 @@ __device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p,
 }
 
 // Bytes of one warp's staging area: its 16 raw Q rows (kLanes 16-byte chunks a row) on the
-// way in; its 16 fp32 O rows (padded by 32 bytes against bank conflicts) and 16 row flags on
-// the way out.
+// way in; its 16 fp32 O rows (padded by 16 bytes against bank conflicts: the sm90a kernel's
+// BALANCED tiles at head dim 160 fit beside eight of these with that pad, not with 32) and 16
+// row flags on the way out.
 template <int DPAD>
 inline constexpr int staged_q_bytes() { return 16 * QChunks<DPAD>::kLanes * 16; }
 template <int DPAD>
-inline constexpr int staged_o_bytes() { return 16 * (DPAD * 4 + 32) + 64; }
+inline constexpr int staged_o_bytes() { return 16 * (DPAD * 4 + 16) + 64; }
 
 // Q in and O out through a per-warp staging area of shared memory, for contiguous, 16-byte
 // aligned Q and O (AttnKernelParams::q_vec / o_vec), used by both attention kernels where the
@@ -226,7 +227,7 @@ __device__ __forceinline__ void store_o_rows_staged(const AttnKernelParams& p,
                                                   int b, int hkv, int L, int64_t kv_head,
                                                   int packed_row0, int lane, uint8_t* staging) {
   using RC = QChunks<DPAD>;
-  constexpr int kPitch = DPAD + 8;  // floats per staged row (staged_o_bytes)
+  constexpr int kPitch = DPAD + 4;  // floats per staged row (staged_o_bytes)
   float* sO = reinterpret_cast<float*>(staging);
   float* sEmpty = sO + 16 * kPitch;
   const int g8 = lane >> 2, t4 = lane & 3;

@@ -24,11 +24,10 @@ constexpr int kSm90BlockN = 128;
 inline constexpr __host__ __device__ int sm90_consumer_warpgroups(int dpad) {
   return dpad <= 64 ? 3 : 2;
 }
-// Padded head dims the sm90a kernel is instantiated for: 64 and 128 in both modes; FAST also
-// 96, 160 and 192, whose V^T tiles (FP8, 128-key rows) need no 64-channel blocks as BALANCED's
-// fp16 V tiles do. 224 and 256 would not fit the O accumulator beside the S tile in registers.
-inline constexpr __host__ __device__ bool sm90_wgmma_head_dim(int dpad, bool fast) {
-  return dpad == 64 || dpad == 128 || (fast && (dpad == 96 || dpad == 160 || dpad == 192));
+// Padded head dims the sm90a kernel is instantiated for (BALANCED and FAST). 224 and 256 would
+// not fit the O accumulator beside the S tile in the consumers' registers.
+inline constexpr __host__ __device__ bool sm90_wgmma_head_dim(int dpad) {
+  return dpad == 64 || dpad == 96 || dpad == 128 || dpad == 160 || dpad == 192;
 }
 
 // Logical position of physical key j (0..31) inside a 32-key group of FAST's V^T layout.

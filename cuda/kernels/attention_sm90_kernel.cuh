@@ -19,12 +19,12 @@
 // consumers run free of each other, so one's softmax also overlaps the other's MMAs. (FA3's
 // ping-pong, consumers taking turns on named barriers, measured 2% slower here: NOTES run 12.)
 //
-// Scope (the host routes everything else to attention_kernel.cuh): padded head dim 64 or 128,
-// for FAST also 96, 160 and 192 (sm90_wgmma_head_dim); no block mask, per-token Q scales. Causal, valid lengths,
+// Scope (the host routes everything else to attention_kernel.cuh): padded head dims 64, 96, 128,
+// 160 and 192 (sm90_wgmma_head_dim); no block mask, per-token Q scales. Causal, valid lengths,
 // GQA, broadcast K/V, LSE and split-KV are supported. Shared-memory layouts are the wgmma
 // canonical K-major swizzled ones, written by TMA with the matching swizzle mode (and by the Q
 // prologue through dev::SlabTile): Q and K rows that are not one swizzle span (96, 160, 192
-// bytes) are stored as column slabs of 32 or 64 bytes.
+// bytes), and BALANCED's fp16 V rows, are stored as column slabs of 32, 64 or 128 bytes.
 #pragma once
 
 #include <cuda.h>
@@ -43,12 +43,12 @@ struct Sm90AttnParams {
   AttnKernelParams a;
   CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box (one slab) kSpan bytes x 128 keys
   CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box 128 keys x DPAD
-                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box 64 channels x 128 keys
+                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box (one block) 32 or 64 ch x 128 keys
 };
 
 template <int DPAD, int MODE>
 struct Sm90Traits {
-  static_assert(sm90_wgmma_head_dim(DPAD, MODE == kModeFast), "no sm90 kernel for this head dim");
+  static_assert(sm90_wgmma_head_dim(DPAD), "no sm90 kernel for this head dim");
   static constexpr bool kFp8PV = MODE == kModeFast;
   // Consumer warpgroups (64 rows each): three at head dim 64, whose small O accumulator leaves
   // the registers for it, so each K/V tile read from L2 serves 192 rows; two at 128.
@@ -59,6 +59,8 @@ struct Sm90Traits {
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
   using QTile = dev::SlabTile<DPAD, kBM>;          // Q [slab][kBM rows][span]
   using KTile = dev::SlabTile<DPAD, kSm90BlockN>;  // K [slab][128 keys][span]
+  // BALANCED's fp16 V tile, N-major: [channel block][128 keys][span] (a block = span/2 channels).
+  using VTile = dev::SlabTile<2 * DPAD, kSm90BlockN>;
   static constexpr int kQBytes = kBM * DPAD;
   static constexpr int kKBytes = kSm90BlockN * DPAD;
   static constexpr int kVBytes = kSm90BlockN * DPAD * (kFp8PV ? 1 : 2);
@@ -165,9 +167,9 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
           dev::tma_load_3d(sV, &P.v_map, &full_bar[st], key0, 0, head);
         } else {
 #pragma unroll
-          for (int cb = 0; cb < DPAD / 64; ++cb)
-            dev::tma_load_3d(sV + cb * (kSm90BlockN * 128), &P.v_map, &full_bar[st], cb * 64,
-                             key0, head);
+          for (int cb = 0; cb < T::VTile::kSlabs; ++cb)
+            dev::tma_load_3d(sV + cb * T::VTile::kSlabBytes, &P.v_map, &full_bar[st],
+                             cb * T::VTile::kSpan / 2, key0, head);
         }
         dev::bulk_load(sKs, gKs + static_cast<int64_t>(key0) * 4, ks_bytes, &full_bar[st]);
       }
@@ -242,11 +244,14 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
 #pragma unroll
       for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + 2 * i;
     } else {
-      // V tile: DPAD/64 blocks of [128 keys][64 channels] fp16 (N-major), 16 KB apart; a k-step
-      // of 16 keys advances 16 rows of 128 bytes.
-      const uint64_t v0 = dev::smem_desc(sK + T::kKBytes, kSm90BlockN * 128, 1024, 128);
+      // V tile: channel blocks of [128 keys][kVSpan bytes] fp16 (N-major; 64 channels a block,
+      // or 32 where 64 do not divide the head dim), kSlabBytes apart (the descriptor's leading
+      // offset); a k-step of 16 keys advances 16 rows of kVSpan bytes.
+      constexpr int kVSpan = T::VTile::kSpan;
+      const uint64_t v0 =
+          dev::smem_desc(sK + T::kKBytes, T::VTile::kSlabBytes, 8 * kVSpan, kVSpan);
 #pragma unroll
-      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + i * (16 * 128 / 16);
+      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + i * (16 * kVSpan / 16);
     }
   };
   // S = Q·Kᵀ: 64 rows x 128 keys per warpgroup.

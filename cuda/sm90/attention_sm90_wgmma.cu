@@ -70,9 +70,10 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   if constexpr (MODE == kModeFast)
     err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads},
                  {nk, nk * DPAD}, {kSm90BlockN, DPAD, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
-  else
+  else  // one channel block (T::VTile::kSpan bytes of every key) per TMA copy
     err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
-                 {DPAD * 2, nk * DPAD * 2}, {64, kSm90BlockN, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
+                 {DPAD * 2, nk * DPAD * 2}, {T::VTile::kSpan / 2, kSm90BlockN, 1},
+                 T::VTile::kSpan == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   if (err != cudaSuccess) return err;
 
   auto kernel = attention_sm90_kernel<DPAD, MODE>;
@@ -87,19 +88,16 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
 
 cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, int mode,
                                         cudaStream_t s) {
-  if (mode == kModeFast) {
-    switch (dpad) {
-      case 64: return launch<64, kModeFast>(p, s);
-      case 96: return launch<96, kModeFast>(p, s);
-      case 128: return launch<128, kModeFast>(p, s);
-      case 160: return launch<160, kModeFast>(p, s);
-      case 192: return launch<192, kModeFast>(p, s);
-      default: return cudaErrorInvalidValue;
-    }
+  if (mode != kModeFast && mode != kModeBalanced) return cudaErrorInvalidValue;
+  const bool fast = mode == kModeFast;
+  switch (dpad) {  // the head dims of sm90_wgmma_head_dim
+    case 64: return fast ? launch<64, kModeFast>(p, s) : launch<64, kModeBalanced>(p, s);
+    case 96: return fast ? launch<96, kModeFast>(p, s) : launch<96, kModeBalanced>(p, s);
+    case 128: return fast ? launch<128, kModeFast>(p, s) : launch<128, kModeBalanced>(p, s);
+    case 160: return fast ? launch<160, kModeFast>(p, s) : launch<160, kModeBalanced>(p, s);
+    case 192: return fast ? launch<192, kModeFast>(p, s) : launch<192, kModeBalanced>(p, s);
+    default: return cudaErrorInvalidValue;
   }
-  if (mode == kModeBalanced)
-    return dpad == 64 ? launch<64, kModeBalanced>(p, s) : launch<128, kModeBalanced>(p, s);
-  return cudaErrorInvalidValue;
 }
 
 }  // namespace int8attn

@@ -258,7 +258,7 @@ TEST_F(GpuAttention, EveryModeHeadDimAndFamilyMeetsTheBar) {
 }
 
 // Longer key ranges than the cases above (more key tiles per CTA, a ragged last tile; on Hopper,
-// FAST at head dims 80, 160 and 192 runs the warp-specialised kernel's column-slab layouts), and
+// head dims 80, 160 and 192 run the warp-specialised kernel's column-slab layouts), and
 // the image-model shape with head dim 160 (sd15_l3_cfg: 256 tokens), whose Q and O go through
 // the kernels' staging areas.
 TEST_F(GpuAttention, LongerKeysAndTheHeadDim160ImageShape) {
