@@ -43,7 +43,7 @@ struct Sm90AttnParams {
   AttnKernelParams a;
   CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box (one slab) kSpan bytes x 128 keys
   CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box 128 keys x DPAD
-                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box (one block) 32 or 64 ch x 128 keys
+                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box 32 or 64 ch x 128 keys
 };
 
 template <int DPAD, int MODE>
