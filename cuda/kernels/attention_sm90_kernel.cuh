@@ -17,7 +17,8 @@
 // Overlap, as in FlashAttention-3: each consumer issues tile n's Q·Kᵀ together with tile n-1's
 // P·V and runs tile n's softmax while that P·V executes (intra-warpgroup pipelining); the two
 // consumers run free of each other, so one's softmax also overlaps the other's MMAs. (FA3's
-// ping-pong, consumers taking turns on named barriers, measured 2% slower here: NOTES run 12.)
+// ping-pong, consumers taking turns on named barriers, did not pay here: NOTES runs 12
+// and 37.)
 //
 // Scope (the host routes everything else to attention_kernel.cuh): padded head dims 64, 96, 128,
 // 160 and 192 (sm90_wgmma_head_dim); no block mask, per-token Q scales. Causal, valid lengths,
@@ -64,9 +65,17 @@ struct Sm90Traits {
   static constexpr int kQBytes = kBM * DPAD;
   static constexpr int kKBytes = kSm90BlockN * DPAD;
   static constexpr int kVBytes = kSm90BlockN * DPAD * (kFp8PV ? 1 : 2);
-  // K scales after V, padded so every stage (and every tile in it) stays 1024-byte aligned, as
-  // the 128-byte swizzle requires.
-  static constexpr int kStageBytes = kKBytes + kVBytes + 1024;
+  // FAST sums each row's P on the tensor cores: below V^T's DPAD rows every stage keeps 8 more
+  // (the MMA's N granularity), the first all ones, written once in the prologue, so column
+  // DPAD of the P·V accumulator is the row sum of the rounded P (64 FADDs per tile and thread
+  // fewer in the softmax, the consumers' critical path: NOTES run 37). That column is moved
+  // into fp32 after every tile (drain_row_sums).
+  static constexpr bool kOnesColumn = kFp8PV;
+  static constexpr int kOnesBytes = kOnesColumn ? 8 * kSm90BlockN : 0;
+  static constexpr int kAccN = DPAD + (kOnesColumn ? 8 : 0);  // P·V's N
+  // K scales after V (and the ones), padded so every stage (and every tile in it) stays
+  // 1024-byte aligned, as the 128-byte swizzle requires.
+  static constexpr int kStageBytes = kKBytes + kVBytes + kOnesBytes + 1024;
   static constexpr int kMiscBytes = 8 * kBM + 128;  // Q scales, LSE shifts, barriers
   // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
   // (stage_q_rows_staged / store_o_rows_staged, attention_common.cuh).
@@ -83,8 +92,13 @@ struct Sm90Traits {
   static constexpr int kSmemBytes =
       kBaseSmemBytes + (kStagedIO ? 4 * kConsumers * kWarpStagingBytes : 0);
   static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
+  // Scores as dot·ks in two instructions per score (biased_int_as_float, then an FFMA with a
+  // per-key constant) instead of three: 2-3% faster kernels, except FAST with two consumers,
+  // 2-5% slower (NOTES run 37), where it stays three.
+  static constexpr bool kTwoOpScores = !(kFp8PV && kConsumers == 2);
   static constexpr int kKSteps = DPAD / 32;  // Q·Kᵀ k-steps of 32 bytes
   static constexpr int kDTiles = DPAD / 8;
+  static constexpr int kAccTiles = kAccN / 8;
 };
 
 template <int DPAD, int MODE>
@@ -113,6 +127,17 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   const int m_tile = work.m_tile, b = work.b, hkv = work.hkv, split = work.split, L = work.L;
   const int64_t kv_head = work.kv_head;
 
+  if constexpr (T::kOnesColumn) {
+    // V^T's extra rows in every stage (TMA never writes them): row DPAD all ones (E4M3 0x38),
+    // the other seven zero. Uniform rows, so the 128-byte swizzle cannot move anything.
+    constexpr int kChunks = T::kOnesBytes / 16;
+    for (int i = tid; i < T::kStages * kChunks; i += T::kThreads) {
+      const uint32_t one = (i % kChunks) < kSm90BlockN / 16 ? 0x38383838u : 0u;
+      *reinterpret_cast<uint4*>(sStages + (i / kChunks) * T::kStageBytes + T::kKBytes +
+                                T::kVBytes + (i % kChunks) * 16) = make_uint4(one, one, one, one);
+    }
+    dev::fence_proxy_async_smem();  // read by wgmma (async proxy) after the barrier below
+  }
   if (tid == 0) {
     for (int s = 0; s < T::kStages; ++s) {
       dev::mbar_init(&full_bar[s], 1);
@@ -153,7 +178,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
         if (n >= T::kStages) dev::mbar_wait(&empty_bar[st], ((n / T::kStages) - 1) & 1);
         uint8_t* sK = sStages + st * T::kStageBytes;
         uint8_t* sV = sK + T::kKBytes;
-        uint8_t* sKs = sV + T::kVBytes;
+        uint8_t* sKs = sV + T::kVBytes + T::kOnesBytes;
         const int key0 = t * kSm90BlockN;
         const uint32_t ks_bytes =
             static_cast<uint32_t>(p.nk_pad - key0 < kSm90BlockN ? p.nk_pad - key0 : kSm90BlockN) * 4u;
@@ -206,10 +231,11 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   const RowInfo my_rows[2] = {row_info(p, hkv, m_tile * T::kBM + row0 + g8, L),
                               row_info(p, hkv, m_tile * T::kBM + row0 + g8 + 8, L)};
 
-  float o[T::kDTiles][4];
+  // O, and with kOnesColumn the current tile's row sums in column DPAD (tile kDTiles).
+  float o[T::kAccTiles][4];
 #pragma unroll
-  for (int n = 0; n < T::kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float (&o_flat)[DPAD / 2] = reinterpret_cast<float (&)[DPAD / 2]>(o);
+  for (int n = 0; n < T::kAccTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float (&o_flat)[T::kAccN / 2] = reinterpret_cast<float (&)[T::kAccN / 2]>(o);
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
   constexpr float kPOffset = T::kFp8PV ? 8.807354922057604f : 0.f;  // log2(448), see FAST
@@ -269,7 +295,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
 #pragma unroll
     for (int i = 0; i < kPSteps; ++i) {
       if constexpr (T::kFp8PV)
-        dev::WgmmaOps<DPAD>::template e4m3_rs<true>(o_flat, pa[i], d.v[i]);
+        dev::WgmmaOps<T::kAccN>::template e4m3_rs<true>(o_flat, pa[i], d.v[i]);
       else
         dev::WgmmaOps<DPAD>::template f16_rs<true>(o_flat, pa[i], d.v[i]);
     }
@@ -279,14 +305,25 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   // Scores are kept as x·k_scale; the row's q_scale (> 0, with sm_scale·log2 e folded in) is
   // applied to the row maximum and inside the exponent's FFMA, one multiply fewer per score.
   auto softmax = [&](int t, int n, const int (&si)[64], float (&alpha)[2], float (&s)[16][4]) {
-    const float* sKs = reinterpret_cast<const float*>(stage_of(n) + T::kKBytes + T::kVBytes);
+    const float* sKs =
+        reinterpret_cast<const float*>(stage_of(n) + T::kKBytes + T::kVBytes + T::kOnesBytes);
 #pragma unroll
     for (int c = 0; c < 16; ++c) {
       const float2 ks = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
-      s[c][0] = dev::small_int_to_float(si[4 * c + 0]) * ks.x;
-      s[c][1] = dev::small_int_to_float(si[4 * c + 1]) * ks.y;
-      s[c][2] = dev::small_int_to_float(si[4 * c + 2]) * ks.x;
-      s[c][3] = dev::small_int_to_float(si[4 * c + 3]) * ks.y;
+      if constexpr (T::kTwoOpScores) {
+        // x = 1.5·2^23 + dot exactly; x·ks − 1.5·2^23·ks is dot·ks up to the rounding of the
+        // constant (shared by the key's two rows): under one unit of the integer dot product.
+        const float c0 = -dev::kIntFloatBias * ks.x, c1 = -dev::kIntFloatBias * ks.y;
+        s[c][0] = fmaf(dev::biased_int_as_float(si[4 * c + 0]), ks.x, c0);
+        s[c][1] = fmaf(dev::biased_int_as_float(si[4 * c + 1]), ks.y, c1);
+        s[c][2] = fmaf(dev::biased_int_as_float(si[4 * c + 2]), ks.x, c0);
+        s[c][3] = fmaf(dev::biased_int_as_float(si[4 * c + 3]), ks.y, c1);
+      } else {
+        s[c][0] = dev::small_int_to_float(si[4 * c + 0]) * ks.x;
+        s[c][1] = dev::small_int_to_float(si[4 * c + 1]) * ks.y;
+        s[c][2] = dev::small_int_to_float(si[4 * c + 2]) * ks.x;
+        s[c][3] = dev::small_int_to_float(si[4 * c + 3]) * ks.y;
+      }
     }
     if ((t + 1) * kSm90BlockN > min_hi) {  // some row does not see every key of this tile
       const int j0 = t * kSm90BlockN;
@@ -315,14 +352,29 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
       m_run[rh] = mx;
       const float sub = ref - kPOffset;
-      float sum4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int c = 0; c < 16; ++c) {
         s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], qs, -sub));
         s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], qs, -sub));
-        sum4[c & 3] += s[c][2 * rh] + s[c][2 * rh + 1];
       }
-      l_run[rh] = l_run[rh] * alpha[rh] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+      if constexpr (!T::kOnesColumn) {
+        float sum4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int c = 0; c < 16; ++c) sum4[c & 3] += s[c][2 * rh] + s[c][2 * rh + 1];
+        l_run[rh] = l_run[rh] * alpha[rh] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+      }
+    }
+  };
+  // FAST's row sums, out of the P·V accumulator into l_run after each tile's P·V (then rescaled
+  // like O): the FP8 MMAs add into their accumulator with a truncating, reduced precision, and
+  // P is all positive, so left there the error grows with the tiles a CTA walks (rel-L1 0.26 at
+  // 16K keys, NOTES run 37); one tile's sum is exact enough. Only lanes t4 == 0 hold column
+  // DPAD; the others add zeros.
+  auto drain_row_sums = [&](const float (&scale)[2]) {
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      l_run[rh] = (l_run[rh] + o[T::kDTiles][2 * rh]) * scale[rh];
+      o[T::kDTiles][2 * rh] = 0.f;
     }
   };
   // P as the A operand of P·V. Packed only once the previous P·V has completed: writing the
@@ -394,6 +446,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       // Every thread arrives after its own ld.shared of the stage's key scales: a lane-0 arrive
       // would order only lane 0's reads before the producer's refill (tests/gpu/sanitizer).
       dev::mbar_arrive(&empty_bar[(n - 1) % T::kStages]);
+      if constexpr (T::kOnesColumn) drain_row_sums(alpha);
       // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
       // keeps the branch warp-uniform.
       if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -412,19 +465,27 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     dev::wgmma_wait<0>();
     dev::wgmma_fence_regs(o_flat);
     dev::mbar_arrive(&empty_bar[(ntiles - 1) % T::kStages]);
+    if constexpr (T::kOnesColumn) drain_row_sums({1.f, 1.f});
   }
 
   // ---- epilogue ------------------------------------------------------------------------------
+  if constexpr (T::kOnesColumn) {
+    // The row sums drained from column DPAD sit in lane t4 == 0 of each quad.
 #pragma unroll
-  for (int rh = 0; rh < 2; ++rh) {
-    l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
-    l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
+    for (int rh = 0; rh < 2; ++rh) l_run[rh] = __shfl_sync(0xffffffffu, l_run[rh], lane & ~3);
+  } else {
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
+      l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
+    }
   }
+  const float (&o_out)[T::kDTiles][4] = reinterpret_cast<const float (&)[T::kDTiles][4]>(o);
   if (T::kStagedIO && p.num_splits == 1 && p.o_vec)
-    store_o_rows_staged<DPAD>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L, kv_head,
+    store_o_rows_staged<DPAD>(p, o_out, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L, kv_head,
                             m_tile * T::kBM + row0, lane, staging + (warp - 4) * T::kWarpStagingBytes);
   else
-    write_output_rows<DPAD, true>(p, o, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
+    write_output_rows<DPAD, true>(p, o_out, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
                                   kv_head, t4);
 #else
   __trap();  // compiled for sm_90a only

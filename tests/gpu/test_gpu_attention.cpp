@@ -381,6 +381,51 @@ TEST_F(GpuAttention, LongKeysUseSplitKvAndStayAccurate) {
   }
 }
 
+// Many rows AND many keys: enough CTAs that the key range is not split, so every CTA walks all
+// 16K keys and accumulates 128 tiles. Catches a bias that grows with the tiles one CTA sums
+// (summing FAST's all-positive P on the FP8 tensor cores without moving the partial sums out
+// every tile: rel-L1 0.26 at 16K keys, NOTES run 37), which the short cases above cannot see.
+// The float64 reference is taken on 64 rows spread over all CTAs.
+TEST_F(GpuAttention, ManyKeysInOneCtaStayAccurate) {
+  const int64_t Nq = 264 * 128, Nk = 16384, D = 128, kSampled = 64;  // >= 2 waves of CTAs
+  const t::Inputs in = t::make_inputs(t::Family::Gaussian, 1, 1, 1, Nq, Nk, D, 7);
+  const auto layout = t::Layout::HND;
+  const t::HostTensor hq = t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, layout, 1, 1, Nq, D);
+  const t::HostTensor hk = t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, layout, 1, 1, Nk, D);
+  const t::HostTensor hv = t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, layout, 1, 1, Nk, D);
+  const std::vector<float> qr = hq.values();
+  std::vector<float> q_rows;
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < kSampled; ++i) {
+    rows.push_back(i * (Nq / kSampled) + (i * 37) % 128);
+    q_rows.insert(q_rows.end(), qr.begin() + rows.back() * D, qr.begin() + (rows.back() + 1) * D);
+  }
+  const t::RefResult ref =
+      t::reference_attention(q_rows, hk.values(), hv.values(), 1, 1, 1, kSampled, Nk, D);
+  DeviceTensor dq, dk, dv, dout;
+  const int8attn_tensor_t q = upload(hq, dq), k = upload(hk, dk), v = upload(hv, dv);
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+    t::HostTensor ho(INT8ATTN_DTYPE_F16, layout, 1, 1, Nq, D);
+    const int8attn_tensor_t o = upload(ho, dout);
+    CUDA_OK(cudaMemset(dout.ptr, 0xff, dout.bytes));
+    int8attn_forward_params_t fp;
+    int8attn_forward_params_init(&fp);
+    fp.mode = mode;
+    I8A_OK(int8attn_forward(ctx_, &q, &k, &v, &o, &fp));
+    I8A_OK(int8attn_synchronize(ctx_, nullptr));
+    CUDA_OK(cudaMemcpy(ho.data(), o.data, dout.bytes, cudaMemcpyDeviceToHost));
+    const std::vector<float> gpu = ho.values();
+    std::vector<float> got;
+    for (int64_t r : rows) got.insert(got.end(), gpu.begin() + r * D, gpu.begin() + (r + 1) * D);
+    const t::Metrics m = t::compare(got, ref.o);
+    t::Bar bar = t::measured_level(mode, t::Family::Gaussian);
+    SCOPED_TRACE(std::string(t::mode_name(mode)) + " 16K keys vs float64: " + t::to_string(m));
+    EXPECT_EQ(m.nonfinite, 0);
+    EXPECT_LE(m.rel_l1, bar.max_rel_l1 + 6e-4);
+    EXPECT_GE(m.cos, bar.min_cos - 6e-4);
+  }
+}
+
 // Few rows and many keys: the prefill grid alone would leave most SMs idle, so the key range is
 // split (on Hopper in the warp-specialised kernel, elsewhere in the warp-MMA one) and the
 // partial results combined; GQA packing, a ragged key tail and the LSE ride along.

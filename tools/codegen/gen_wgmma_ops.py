@@ -16,6 +16,7 @@ HEADER = """\
 //   wgmma_s8_ss<N>   S(int32)  = Q(int8, smem desc) . K^T(int8, smem desc), k = 32
 //   wgmma_e4m3_rs<N> O(fp32)  += P(E4M3, registers)  . V(E4M3, smem desc, K-major), k = 32
 //   wgmma_f16_rs<N>  O(fp32)  += P(fp16, registers)  . V(fp16, smem desc, N-major), k = 16
+// (N = head dim + 8, FAST's P·V with V^T's row of ones, has only the E4M3 one.)
 // kAcc = false overwrites the accumulators (scale-d = 0). scale-d is an immediate, not a
 // predicate computed next to the MMA: ptxas serialises wgmmas whose inputs are defined by
 // other instructions inside an MMA section. Accumulator layout: register
@@ -41,13 +42,14 @@ def regs(first, count):
     return "{" + ", ".join(f"%{i}" for i in range(first, first + count)) + "}"
 
 
-def body(n):
+def body(n, fp8_only=False):
     nacc = n // 2
     out = [f"template <> struct WgmmaOps<{n}> {{"]
-    # int8 x int8 -> int32, both operands from shared memory.
     d = regs(0, nacc)
+    # int8 x int8 -> int32, both operands from shared memory (N a multiple of 16 above 32).
     acc = ", ".join(f'"+r"(d[{i}])' for i in range(nacc))
-    out.append(f"""  template <bool kAcc>
+    if not fp8_only:
+        out.append(f"""  template <bool kAcc>
   __device__ __forceinline__ static void s8_ss(int (&d)[{nacc}], uint64_t da, uint64_t db) {{
     asm volatile(
         "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 {d}, %{nacc}, %{nacc + 1}, %{nacc + 2};\\n"
@@ -64,6 +66,9 @@ def body(n):
         : {acc}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kAcc ? 1 : 0));
   }}""")
+    if fp8_only:
+        out.append("};")
+        return "\n".join(out) + "\n"
     out.append(f"""  template <bool kAcc>
   __device__ __forceinline__ static void f16_rs(float (&d)[{nacc}], const uint32_t (&a)[4],
                                                 uint64_t db) {{
@@ -78,7 +83,10 @@ def body(n):
 
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
-    text = HEADER + "\n" + "\n".join(body(n) for n in (64, 96, 128, 160, 192)) + FOOTER
+    # FAST's P·V also runs at N = head dim + 8: the extra 8 columns carry V^T's row of ones,
+    # which sums P on the tensor cores (attention_sm90_kernel.cuh).
+    sizes = [(n, False) for n in (64, 96, 128, 160, 192)] + [(n + 8, True) for n in (64, 96, 128, 160, 192)]
+    text = HEADER + "\n" + "\n".join(body(n, f) for n, f in sorted(sizes)) + FOOTER
     target = root / "cuda/device/wgmma_ops.cuh"
     if "--check" in sys.argv[1:]:
         if target.read_text() != text:
