@@ -96,6 +96,10 @@ struct Sm90Traits {
   // per-key constant) instead of three: 2-3% faster kernels, except FAST with two consumers,
   // 2-5% slower (NOTES run 37), where it stays three.
   static constexpr bool kTwoOpScores = !(kFp8PV && kConsumers == 2);
+  // The tile's key scales loaded between the MMA issue and the Q·Kᵀ wait (their latency hidden
+  // under the MMAs): 1-5% faster with two consumers (240 registers); with three (160) BALANCED
+  // lost 19%, so there they are loaded after the wait (NOTES run 38).
+  static constexpr bool kEarlyKeyScales = kConsumers == 2;
   static constexpr int kKSteps = DPAD / 32;  // Q·Kᵀ k-steps of 32 bytes
   static constexpr int kDTiles = DPAD / 8;
   static constexpr int kAccTiles = kAccN / 8;
@@ -304,12 +308,19 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   // convention): updates m_run / l_run, returns O's rescale factor and P (fp32) in s.
   // Scores are kept as x·k_scale; the row's q_scale (> 0, with sm_scale·log2 e folded in) is
   // applied to the row maximum and inside the exponent's FFMA, one multiply fewer per score.
-  auto softmax = [&](int t, int n, const int (&si)[64], float (&alpha)[2], float (&s)[16][4]) {
+  // The tile's key scales, this thread's 32 columns (kEarlyKeyScales: before the Q·Kᵀ wait).
+  float2 ksr[16];
+  auto load_ks = [&](int n) {
     const float* sKs =
         reinterpret_cast<const float*>(stage_of(n) + T::kKBytes + T::kVBytes + T::kOnesBytes);
 #pragma unroll
+    for (int c = 0; c < 16; ++c) ksr[c] = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
+  };
+  auto softmax = [&](int t, int n, const int (&si)[64], float (&alpha)[2], float (&s)[16][4]) {
+    if constexpr (!T::kEarlyKeyScales) load_ks(n);
+#pragma unroll
     for (int c = 0; c < 16; ++c) {
-      const float2 ks = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
+      const float2 ks = ksr[c];
       if constexpr (T::kTwoOpScores) {
         // x = 1.5·2^23 + dot exactly; x·ks − 1.5·2^23·ks is dot·ks up to the rounding of the
         // constant (shared by the key's two rows): under one unit of the integer dot product.
@@ -421,6 +432,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     dev::wgmma_fence();
     issue_qk(cur, si);
     dev::wgmma_commit();
+    if constexpr (T::kEarlyKeyScales) load_ks(0);
     dev::wgmma_wait<0>();
     dev::wgmma_fence_regs(si);
     float p_tile[16][4];
@@ -431,12 +443,13 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       prev = cur;
       descs_of(n, cur);
       dev::mbar_wait(&full_bar[n % T::kStages], (n / T::kStages) & 1);
-        dev::wgmma_fence();
+      dev::wgmma_fence();
       issue_qk(cur, si);
       dev::wgmma_commit();
       issue_pv(prev, pa);
       dev::wgmma_commit();
-        dev::wgmma_wait<1>();  // Q·Kᵀ of tile n done; P·V of tile n-1 still running
+      if constexpr (T::kEarlyKeyScales) load_ks(n);
+      dev::wgmma_wait<1>();  // Q·Kᵀ of tile n done; P·V of tile n-1 still running
       // Registers an in-flight wgmma reads stay live until its wait (pinned after it), so the
       // compiler cannot hand them to the softmax meanwhile.
       dev::wgmma_fence_regs(si);
