@@ -25,11 +25,16 @@ def main() -> None:
     ap.add_argument("mode", choices=("exact", "balanced", "fast"))
     ap.add_argument("shapes", help="comma-separated names from bench.py, or NAME=B:Hq:Hkv:Nq:Nk:D")
     ap.add_argument("--kernel", action="store_true", help="also time attention against a cache")
+    ap.add_argument("--k-granularity", choices=("token", "block"), default=None,
+                    help="K scale granularity of the forward calls (default: the library's)")
     args = ap.parse_args()
     shapes = {s[0]: s[1:] for s in bench.SQUARE + bench.DIFFUSION + bench.DECODE}
     ctx = int8attn.Context()
     label = os.path.basename(os.path.dirname(os.path.dirname(
         os.environ.get("INT8ATTN_LIBRARY", "default/lib/x"))))
+    if args.k_granularity:
+        label += f"/k-{args.k_granularity}"
+
     for name in args.shapes.split(","):
         if "=" in name:
             name, dims = name.split("=")
@@ -47,7 +52,8 @@ def main() -> None:
                 return F.scaled_dot_product_attention(q, k, v, enable_gqa=Hq != Hkv)
         ref_ms, _ = bench.time_fn(cudnn)
         ms, _ = bench.time_fn(lambda: int8attn.attention(q, k, v, mode=args.mode, out=out,
-                                                         context=ctx))
+                                                         context=ctx,
+                                                         k_granularity=args.k_granularity))
         line = (f"{label:12s} {args.mode:8s} {name:18s} e2e {ms:9.4f} ms "
                 f"{ops / (ms * 1e-3) / 1e12:7.1f} TOPS  cudnn {ref_ms:9.4f} ms")
         if args.kernel and args.mode != "exact":

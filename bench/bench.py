@@ -177,6 +177,12 @@ def bench_shape(name, B, Hq, Hkv, Nq, Nk, D, ctx, decode: bool):
         def fn(mode=mode):
             return int8attn.attention(q, k, v, mode=mode, out=out, context=ctx)
         record(f"int8attn_{mode}", fn, fn, fp16_kv_bytes if decode else None)
+    # FAST with K scales per 64 keys instead of per key: the faster, slightly less accurate
+    # option (docs/precision-modes.md).
+    def fn_kblock():
+        return int8attn.attention(q, k, v, mode="fast", out=out, context=ctx,
+                                  k_granularity="block")
+    record("int8attn_fast_kblock", fn_kblock, fn_kblock, fp16_kv_bytes if decode else None)
 
     # Kernel only: attention against K/V quantized once into a cache.
     for mode in ("balanced", "fast"):
@@ -212,10 +218,13 @@ def markdown(results, meta) -> str:
              f"`{meta['command']}`; device copy {meta.get('copy_gbps', 0):.0f} GB/s "
              "(read + write).", "",
              "Times in ms (median, CUDA events); x = speed-up over torch cuDNN SDPA in the same run;"
-             " acc = rel-L1 vs float64 on sampled rows. Decode rows: GB/s of K and V read (fp16 for"
-             " torch and EXACT, the cache's INT8 K + FP8/fp16 V for the kernel columns).", "",
-             "| shape | B,Hq/Hkv,Nq,Nk,D | cuDNN | flash | EXACT | BALANCED | FAST | BAL kernel | FAST kernel |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             " acc = rel-L1 vs float64 on sampled rows. FAST k-block: FAST with K scales per 64 keys"
+             " (k_granularity \"block\"; the default is per key). Kernel columns: attention against"
+             " a K/V cache (per-key K scales). Decode rows: GB/s of K and V read (fp16 for torch and"
+             " EXACT, the cache's INT8 K + FP8/fp16 V for the kernel columns).", "",
+             "| shape | B,Hq/Hkv,Nq,Nk,D | cuDNN | flash | EXACT | BALANCED | FAST | FAST k-block |"
+             " BAL kernel | FAST kernel |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         def cell(key):
             m = r["methods"].get(key, {})
@@ -229,7 +238,7 @@ def markdown(results, meta) -> str:
         dims = f"{r['B']},{r['Hq']}/{r['Hkv']},{r['Nq']},{r['Nk']},{r['D']}"
         lines.append("| " + " | ".join([r["name"], dims] + [cell(k) for k in (
             "torch_cudnn", "torch_flash", "int8attn_exact", "int8attn_balanced", "int8attn_fast",
-            "int8attn_balanced_kernel", "int8attn_fast_kernel")]) + " |")
+            "int8attn_fast_kblock", "int8attn_balanced_kernel", "int8attn_fast_kernel")]) + " |")
     return "\n".join(lines) + "\n"
 
 

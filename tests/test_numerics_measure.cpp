@@ -24,6 +24,7 @@ TEST(Measure, Variants) {
   const V vars[] = {{"default", 0, 0, 0},
                     {"balance", INT8ATTN_FLAG_BALANCE_CHANNELS, 0, 0},
                     {"k-per-token", 0, 0, INT8ATTN_GRANULARITY_PER_TOKEN},
+                    {"k-per-block", 0, 0, INT8ATTN_GRANULARITY_PER_BLOCK},
                     {"balance+k-tok", INT8ATTN_FLAG_BALANCE_CHANNELS, 0, INT8ATTN_GRANULARITY_PER_TOKEN}};
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
     for (Family f : all_families())

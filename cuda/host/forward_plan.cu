@@ -177,6 +177,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     a.kv_batch_stride = bcast_b ? 0 : heads_h;
     a.kv_head_stride = bcast_h ? 0 : 1;
     a.nk_pad = nk_pad;
+    a.k_per_block = (!exact && p.k_granularity == INT8ATTN_GRANULARITY_PER_BLOCK) ? 1 : 0;
   }
 
   // Two 8-warp (or 4-warp) CTAs, four 1-warp decode CTAs or one warp-specialised CTA per SM.

@@ -76,6 +76,7 @@ struct AttnKernelParams {
   float sm_scale_log2 = 0.f;  // sm_scale · log2(e)
   float q_multiplier = 1.f;
   int q_per_block = 0;        // Q scale per 64-row block instead of per row
+  int k_per_block = 0;        // K scale per 64-key block (k_scale still holds one per key)
 
   int num_splits = 1, tiles_per_split = 0;
   float* part_o = nullptr;    // [split][B][Hq][Nq][D]

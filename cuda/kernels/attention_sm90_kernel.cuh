@@ -105,7 +105,9 @@ struct Sm90Traits {
   static constexpr int kAccTiles = kAccN / 8;
 };
 
-template <int DPAD, int MODE>
+// KBLOCK: K scales per 64 keys (INT8ATTN_GRANULARITY_PER_BLOCK; the two halves of a 128-key
+// tile), which takes the key scale out of the per-score work: see the softmax.
+template <int DPAD, int MODE, bool KBLOCK>
 __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ Sm90AttnParams P) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -308,20 +310,31 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   // convention): updates m_run / l_run, returns O's rescale factor and P (fp32) in s.
   // Scores are kept as x·k_scale; the row's q_scale (> 0, with sm_scale·log2 e folded in) is
   // applied to the row maximum and inside the exponent's FFMA, one multiply fewer per score.
-  // The tile's key scales, this thread's 32 columns (kEarlyKeyScales: before the Q·Kᵀ wait).
-  float2 ksr[16];
+  // The tile's key scales, this thread's 32 columns (kEarlyKeyScales: before the Q·Kᵀ wait);
+  // KBLOCK: the two blocks' scales (columns 0-63 and 64-127; every key holds its block's).
+  float2 ksr[KBLOCK ? 1 : 16];
   auto load_ks = [&](int n) {
     const float* sKs =
         reinterpret_cast<const float*>(stage_of(n) + T::kKBytes + T::kVBytes + T::kOnesBytes);
+    if constexpr (KBLOCK) {
+      ksr[0] = make_float2(sKs[0], sKs[kSm90BlockN / 2]);
+    } else {
 #pragma unroll
-    for (int c = 0; c < 16; ++c) ksr[c] = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
+      for (int c = 0; c < 16; ++c) ksr[c] = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
+    }
   };
+  // KBLOCK keeps the scores as x = 1.5·2^23 + dot (exact, monotone in dot: one instruction a
+  // score); each block's scale joins the row's q_scale in the exponent's FFMA and is applied
+  // to the block maxima only: 4.5 instructions a score instead of 6-7.5 (NOTES run 39).
   auto softmax = [&](int t, int n, const int (&si)[64], float (&alpha)[2], float (&s)[16][4]) {
-    if constexpr (!T::kEarlyKeyScales) load_ks(n);
+    if constexpr (!T::kEarlyKeyScales || KBLOCK) load_ks(n);
 #pragma unroll
     for (int c = 0; c < 16; ++c) {
-      const float2 ks = ksr[c];
-      if constexpr (T::kTwoOpScores) {
+      if constexpr (KBLOCK) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[c][e] = dev::biased_int_as_float(si[4 * c + e]);
+      } else if constexpr (T::kTwoOpScores) {
+        const float2 ks = ksr[c];
         // x = 1.5·2^23 + dot exactly; x·ks − 1.5·2^23·ks is dot·ks up to the rounding of the
         // constant (shared by the key's two rows): under one unit of the integer dot product.
         const float c0 = -dev::kIntFloatBias * ks.x, c1 = -dev::kIntFloatBias * ks.y;
@@ -330,6 +343,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
         s[c][2] = fmaf(dev::biased_int_as_float(si[4 * c + 2]), ks.x, c0);
         s[c][3] = fmaf(dev::biased_int_as_float(si[4 * c + 3]), ks.y, c1);
       } else {
+        const float2 ks = ksr[c];
         s[c][0] = dev::small_int_to_float(si[4 * c + 0]) * ks.x;
         s[c][1] = dev::small_int_to_float(si[4 * c + 1]) * ks.y;
         s[c][2] = dev::small_int_to_float(si[4 * c + 2]) * ks.x;
@@ -348,13 +362,29 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     for (int rh = 0; rh < 2; ++rh) {
       // Four independent partial maxima / sums: short dependency chains for a warp that has
       // no other warp on its scheduler to hide latency behind.
-      float mx4[4];
+      float mx;
+      if constexpr (KBLOCK) {  // per block (c < 8, c >= 8), two partials each, then scaled
+        float mb[2][2];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) mx4[i] = fmaxf(s[i][2 * rh], s[i][2 * rh + 1]);
+        for (int b = 0; b < 2; ++b) {
+          mb[b][0] = fmaxf(s[8 * b][2 * rh], s[8 * b][2 * rh + 1]);
+          mb[b][1] = fmaxf(s[8 * b + 1][2 * rh], s[8 * b + 1][2 * rh + 1]);
 #pragma unroll
-      for (int c = 4; c < 16; ++c)
-        mx4[c & 3] = fmaxf(mx4[c & 3], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
-      float mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
+          for (int c = 8 * b + 2; c < 8 * b + 8; ++c)
+            mb[b][c & 1] = fmaxf(mb[b][c & 1], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
+        }
+        // -inf (a masked block) stays -inf: (−inf − bias)·ks.
+        mx = fmaxf((fmaxf(mb[0][0], mb[0][1]) - dev::kIntFloatBias) * ksr[0].x,
+                   (fmaxf(mb[1][0], mb[1][1]) - dev::kIntFloatBias) * ksr[0].y);
+      } else {
+        float mx4[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) mx4[i] = fmaxf(s[i][2 * rh], s[i][2 * rh + 1]);
+#pragma unroll
+        for (int c = 4; c < 16; ++c)
+          mx4[c & 3] = fmaxf(mx4[c & 3], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
+        mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
+      }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float qs = q_scale_row[rh];
@@ -363,10 +393,23 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
       m_run[rh] = mx;
       const float sub = ref - kPOffset;
+      if constexpr (KBLOCK) {
+        // 2^(dot·ks·qs − sub) = 2^(x·a + b), a = ks·qs, b = −1.5·2^23·a − sub (its rounding:
+        // under one unit of the integer dot product, as in kTwoOpScores).
+        const float a[2] = {ksr[0].x * qs, ksr[0].y * qs};
+        const float bb[2] = {fmaf(-dev::kIntFloatBias, a[0], -sub),
+                             fmaf(-dev::kIntFloatBias, a[1], -sub)};
 #pragma unroll
-      for (int c = 0; c < 16; ++c) {
-        s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], qs, -sub));
-        s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], qs, -sub));
+        for (int c = 0; c < 16; ++c) {
+          s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], a[c >> 3], bb[c >> 3]));
+          s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], a[c >> 3], bb[c >> 3]));
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < 16; ++c) {
+          s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], qs, -sub));
+          s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], qs, -sub));
+        }
       }
       if constexpr (!T::kOnesColumn) {
         float sum4[4] = {0.f, 0.f, 0.f, 0.f};
@@ -432,7 +475,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     dev::wgmma_fence();
     issue_qk(cur, si);
     dev::wgmma_commit();
-    if constexpr (T::kEarlyKeyScales) load_ks(0);
+    if constexpr (T::kEarlyKeyScales && !KBLOCK) load_ks(0);
     dev::wgmma_wait<0>();
     dev::wgmma_fence_regs(si);
     float p_tile[16][4];
@@ -448,7 +491,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       dev::wgmma_commit();
       issue_pv(prev, pa);
       dev::wgmma_commit();
-      if constexpr (T::kEarlyKeyScales) load_ks(n);
+      if constexpr (T::kEarlyKeyScales && !KBLOCK) load_ks(n);
       dev::wgmma_wait<1>();  // Q·Kᵀ of tile n done; P·V of tile n-1 still running
       // Registers an in-flight wgmma reads stay live until its wait (pinned after it), so the
       // compiler cannot hand them to the softmax meanwhile.

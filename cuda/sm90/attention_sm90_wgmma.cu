@@ -52,6 +52,11 @@ cudaError_t map_3d(CUtensorMap* map, CUtensorMapDataType type, const void* base,
 
 template <int DPAD, int MODE>
 cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
+  // K scales per 64-key block take the per-score scale multiply out of the softmax.
+  constexpr auto kernel_of = [](bool k_per_block) {
+    return k_per_block ? attention_sm90_kernel<DPAD, MODE, true>
+                       : attention_sm90_kernel<DPAD, MODE, false>;
+  };
   using T = Sm90Traits<DPAD, MODE>;
   Sm90AttnParams P;
   P.a = a;
@@ -76,7 +81,7 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
                  T::VTile::kSpan == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   if (err != cudaSuccess) return err;
 
-  auto kernel = attention_sm90_kernel<DPAD, MODE>;
+  const auto kernel = kernel_of(a.k_per_block != 0);
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(a.m_tiles) * a.B * a.Hkv, a.num_splits);

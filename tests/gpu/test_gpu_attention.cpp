@@ -58,6 +58,7 @@ struct Case {
   t::Family family = t::Family::Gaussian;
   int64_t B = 1, Hq = 2, Hkv = 2, Nq = 300, Nk = 300, D = 64;
   bool causal = false;
+  int32_t k_gran = INT8ATTN_GRANULARITY_DEFAULT;  // K scale granularity
   std::vector<int32_t> k_lengths;
   bool with_lse = false;
   bool broadcast_kv = false;  // K/V given with B = 1 and batch stride 0
@@ -111,6 +112,7 @@ class GpuAttention : public ::testing::Test {
     int8attn_forward_params_init(&fp);
     fp.mode = c.mode;
     fp.causal = c.causal;
+    fp.k_granularity = c.k_gran;
     int8attn_tensor_t lse_desc{}, len_desc{}, mask_desc{};
     const int64_t rows = c.B * c.Hq * c.Nq;
     if (c.with_lse) {
@@ -379,6 +381,31 @@ TEST_F(GpuAttention, LongKeysUseSplitKvAndStayAccurate) {
     run(c, r);
     expect_bar(c, r, name(c) + " split-KV decode");
   }
+}
+
+// K scales per 64-key block: on Hopper the wgmma kernel's own softmax path (the block's scale in
+// the exponent's FFMA instead of a multiply per score). Causal rows and ragged key lengths mask
+// inside a tile, so partly visible blocks and a padded last block are covered.
+TEST_F(GpuAttention, PerBlockKeyScales) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
+    for (int64_t D : {64, 128, 160})
+      for (bool causal : {false, true}) {
+        Case c;
+        c.mode = mode;
+        c.D = D;
+        c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+        c.B = 2;
+        c.Nq = 333;
+        c.Nk = 1000;
+        c.causal = causal;
+        c.k_lengths = {1000, 700};
+        c.with_lse = true;
+        c.seed = static_cast<uint64_t>(D * 5 + mode + (causal ? 100 : 0));
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + (causal ? " causal" : "") + " per-block K");
+        EXPECT_LE(r.lse_vs_ref.max_abs, 0.02) << t::to_string(r.lse_vs_ref);
+      }
 }
 
 // Many rows AND many keys: enough CTAs that the key range is not split, so every CTA walks all

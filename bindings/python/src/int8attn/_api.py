@@ -416,7 +416,7 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
         out: Optional output (same shape/layout as q, q's dtype); allocated like q if None.
         context: A :class:`Context`; None = this thread's default for the device.
         q_granularity: "token" (default) or "block" (64 tokens) scales for Q.
-        k_granularity: "block" (default) or "token" scales for K.
+        k_granularity: "token" (default) or "block" (64 tokens) scales for K.
         smooth_k: Subtract K's per-channel mean before quantizing (exact; default on).
         smooth_v: Subtract V's per-channel mean before quantizing V (exact; default on).
         balance_channels: Move per-channel magnitude between Q and K (exact). None (default)
