@@ -92,10 +92,6 @@ struct Sm90Traits {
   static constexpr int kSmemBytes =
       kBaseSmemBytes + (kStagedIO ? 4 * kConsumers * kWarpStagingBytes : 0);
   static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
-  // Scores as dot·ks in two instructions per score (biased_int_as_float, then an FFMA with a
-  // per-key constant) instead of three: 2-3% faster kernels, except FAST with two consumers,
-  // 2-5% slower (NOTES run 37), where it stays three.
-  static constexpr bool kTwoOpScores = !(kFp8PV && kConsumers == 2);
   // The tile's key scales loaded between the MMA issue and the Q·Kᵀ wait (their latency hidden
   // under the MMAs): 1-5% faster with two consumers (240 registers); with three (160) BALANCED
   // lost 19%, so there they are loaded after the wait (NOTES run 38).
@@ -333,21 +329,16 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       if constexpr (KBLOCK) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[c][e] = dev::biased_int_as_float(si[4 * c + e]);
-      } else if constexpr (T::kTwoOpScores) {
+      } else {
+        // dot·ks in two instructions (NOTES runs 37, 40): x = 1.5·2^23 + dot exactly, and
+        // x·ks − 1.5·2^23·ks is dot·ks up to the rounding of the constant (shared by the key's
+        // two rows): under one unit of the integer dot product.
         const float2 ks = ksr[c];
-        // x = 1.5·2^23 + dot exactly; x·ks − 1.5·2^23·ks is dot·ks up to the rounding of the
-        // constant (shared by the key's two rows): under one unit of the integer dot product.
         const float c0 = -dev::kIntFloatBias * ks.x, c1 = -dev::kIntFloatBias * ks.y;
         s[c][0] = fmaf(dev::biased_int_as_float(si[4 * c + 0]), ks.x, c0);
         s[c][1] = fmaf(dev::biased_int_as_float(si[4 * c + 1]), ks.y, c1);
         s[c][2] = fmaf(dev::biased_int_as_float(si[4 * c + 2]), ks.x, c0);
         s[c][3] = fmaf(dev::biased_int_as_float(si[4 * c + 3]), ks.y, c1);
-      } else {
-        const float2 ks = ksr[c];
-        s[c][0] = dev::small_int_to_float(si[4 * c + 0]) * ks.x;
-        s[c][1] = dev::small_int_to_float(si[4 * c + 1]) * ks.y;
-        s[c][2] = dev::small_int_to_float(si[4 * c + 2]) * ks.x;
-        s[c][3] = dev::small_int_to_float(si[4 * c + 3]) * ks.y;
       }
     }
     if ((t + 1) * kSm90BlockN > min_hi) {  // some row does not see every key of this tile
@@ -395,7 +386,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
       const float sub = ref - kPOffset;
       if constexpr (KBLOCK) {
         // 2^(dot·ks·qs − sub) = 2^(x·a + b), a = ks·qs, b = −1.5·2^23·a − sub (its rounding:
-        // under one unit of the integer dot product, as in kTwoOpScores).
+        // under one unit of the integer dot product, as for per-key scales).
         const float a[2] = {ksr[0].x * qs, ksr[0].y * qs};
         const float bb[2] = {fmaf(-dev::kIntFloatBias, a[0], -sub),
                              fmaf(-dev::kIntFloatBias, a[1], -sub)};
