@@ -91,6 +91,13 @@ class CudaBackend final : public Backend {
     const ForwardPlan plan = plan_forward(p, dev_, p.workspace, p.cache ? &cache_params : nullptr);
     if (plan.workspace_bytes > p.workspace_bytes)
       throw Error(INT8ATTN_ERROR_INTERNAL, "workspace smaller than the plan needs");
+#if defined(INT8ATTN_HAVE_SM90)
+    if (plan.small) {
+      cuda_check(launch_attention_sm90_small(plan.small_params, plan.dpad, plan.kernel_mode, s),
+                 "small-problem attention kernel launch");
+      return;
+    }
+#endif
     if (plan.run_prep) cuda_check(launch_kv_prepare(plan.prep, s), "K/V preparation kernel launch");
     cuda_check(launch_attention(plan, dev_, s), "attention kernel launch");
     if (plan.attn.num_splits > 1) {

@@ -46,6 +46,68 @@ bool sm90_wgmma_eligible(const ForwardPlan& plan, const AttnProblem& p, const De
 #endif
 }
 
+namespace {
+
+// K or V read by the small kernel's 16-byte copies: unit channel stride, 16-byte aligned rows,
+// and a distinct head per (batch, kv-head) (a stride-0 broadcast shares one head's statistics
+// across batches on the CPU backend, which one cluster per batch cannot reproduce).
+bool small_kv_operand_ok(const Operand4& x, const AttnProblem& p) {
+  if (x.stride[3] != 1 || reinterpret_cast<uintptr_t>(x.data) % 16 != 0) return false;
+  for (int i = 0; i < 3; ++i)
+    if (x.stride[i] % 8 != 0) return false;
+  return !(p.B > 1 && x.stride[0] == 0) && !(p.Hkv > 1 && x.stride[1] == 0);
+}
+
+}  // namespace
+
+bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
+#if defined(INT8ATTN_HAVE_SM90)
+  const AttnKernelParams& a = plan.attn;
+  if (dev.cc_major != 9 || plan.kernel_mode == INT8ATTN_MODE_EXACT || p.cache != nullptr ||
+      p.block_mask != nullptr || p.q_granularity == INT8ATTN_GRANULARITY_PER_BLOCK || !a.q_vec || !a.o_vec ||
+      !small_kv_operand_ok(p.k, p) || !small_kv_operand_ok(p.v, p) || p.Nk < 1 ||
+      p.B * p.Hkv > 65535)
+    return false;
+  const int64_t rows = p.Nq * (p.Hq / p.Hkv);
+  const int64_t nkp = round_up(p.Nk, kSmallKeyTile);
+  if (rows > kSmallMaxCluster * kSmallRows || nkp > kSmallMaxKeys) return false;
+  SmallAttnParams& s = plan.small_params;
+  s.cluster = static_cast<int>((rows + kSmallRows - 1) / kSmallRows);
+  // For latency-bound grids only: each cluster repeats its head's statistics exchange, and the
+  // warp-level MMAs are slower per SM than the wgmma kernel, so once the grid is more than two
+  // waves the separate preparation plus the wgmma kernel is the better use of the chip. (The
+  // shapes measured, NOTES run 41, are 16 to 80 CTAs.)
+  if (p.B * p.Hkv * s.cluster > 2 * static_cast<int64_t>(dev.sm_count)) return false;
+  s.nkp = static_cast<int>(nkp);
+  s.kc = small_keys_per_cta(s.nkp, s.cluster);
+  if (small_layout(plan.dpad, static_cast<int>(p.D), s.nkp, s.kc).total > kSmallMaxSmem)
+    return false;
+  s.a = a;
+  s.a.row_pitch = a.Nq;
+  s.a.num_splits = 1;
+  s.k = p.k.data;
+  s.v = p.v.data;
+  for (int i = 0; i < 4; ++i) {
+    s.k_stride[i] = p.k.stride[i];
+    s.v_stride[i] = p.v.stride[i];
+  }
+  s.smooth_k = (p.flags & INT8ATTN_FLAG_SMOOTH_K) != 0;
+  s.smooth_v = (p.flags & INT8ATTN_FLAG_SMOOTH_V) != 0;
+  s.balance = (p.flags & INT8ATTN_FLAG_BALANCE_CHANNELS) != 0;
+  s.k_per_token = p.k_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
+  s.k_multiplier = p.scale_multiplier;
+  s.v_headroom = qm::kForwardHeadroom;
+  plan.small = true;
+  plan.workspace_bytes = 0;
+  return true;
+#else
+  (void)plan;
+  (void)p;
+  (void)dev;
+  return false;
+#endif
+}
+
 int kernel_mode_for(int api_mode, const DeviceInfo& dev) {
   const bool fp8 = dev.cc_major > 8 || (dev.cc_major == 8 && dev.cc_minor >= 9);
   if (api_mode == INT8ATTN_MODE_FAST && !fp8) return INT8ATTN_MODE_BALANCED;
@@ -112,6 +174,8 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
               : (!exact && !a.q_per_block && rows <= kAttnDecodeBlockM) ? kAttnDecodeBlockM
               : (plan.dpad > 64 ? kAttnMidBlockM : kAttnBlockM);
   a.m_tiles = static_cast<int>((rows + a.block_m - 1) / a.block_m);
+
+  if (cache_params == nullptr && plan_small(plan, p, dev)) return plan;
 
   if (cache_params == nullptr) {
     // Canonical K/V for this call. Stride-0 batch/head dims of K and V broadcast: quantize once.

@@ -63,6 +63,43 @@ __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
   return w;
 }
 
+// One online-softmax step (log2 domain) for a warp's 16 rows over 64 keys in the m16n8
+// accumulator layout (s[n][e]: row half e >> 1): the running row maxima, the tile's
+// exponentials in place (times 2^kPOffset: FAST scales P by 448), the running sums rescaled,
+// and O's rescale factor per row half. A row that has seen no key yet keeps m = −inf and uses 0
+// as its reference so no NaN appears.
+template <int DT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[8][4], float (&m_run)[2],
+                                                    float (&l_run)[2], float (&acc)[DT][4],
+                                                    float kPOffset) {
+  float alpha[2];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    float mx = m_run[rh];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float ref = (mx == -INFINITY) ? 0.f : mx;
+    alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
+    m_run[rh] = mx;
+    const float sub = ref - kPOffset;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      s[n][2 * rh] = dev::fast_exp2(s[n][2 * rh] - sub);
+      s[n][2 * rh + 1] = dev::fast_exp2(s[n][2 * rh + 1] - sub);
+    }
+    l_run[rh] *= alpha[rh];
+  }
+#pragma unroll
+  for (int n = 0; n < DT; ++n) {
+    acc[n][0] *= alpha[0];
+    acc[n][1] *= alpha[0];
+    acc[n][2] *= alpha[1];
+    acc[n][3] *= alpha[1];
+  }
+}
+
 // Q's channels in 8-channel chunks, one per lane, as the 16-byte Q paths hold them (the short
 // path below and the sm90 kernel's staged one): kLanes lanes per row, 32 / kLanes rows a pass.
 template <int DPAD>

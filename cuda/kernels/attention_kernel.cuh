@@ -336,34 +336,7 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         }
     }
 
-    // Online softmax (log2 domain). A row that has seen no key yet keeps m = −inf and uses 0
-    // as its reference so no NaN appears.
-    float alpha[2];
-#pragma unroll
-    for (int rh = 0; rh < 2; ++rh) {
-      float mx = m_run[rh];
-#pragma unroll
-      for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float ref = (mx == -INFINITY) ? 0.f : mx;
-      alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
-      m_run[rh] = mx;
-      const float sub = ref - kPOffset;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        s[n][2 * rh] = dev::fast_exp2(s[n][2 * rh] - sub);
-        s[n][2 * rh + 1] = dev::fast_exp2(s[n][2 * rh + 1] - sub);
-      }
-      l_run[rh] *= alpha[rh];
-    }
-#pragma unroll
-    for (int n = 0; n < T::kDTiles; ++n) {
-      acc[n][0] *= alpha[0];
-      acc[n][1] *= alpha[0];
-      acc[n][2] *= alpha[1];
-      acc[n][3] *= alpha[1];
-    }
+    online_softmax_step(s, m_run, l_run, acc, kPOffset);
 
     // O += P·V.
     if constexpr (T::kFp8PV) {

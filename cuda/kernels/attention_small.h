@@ -1,0 +1,107 @@
+// The one-launch path for small problems on Hopper (attention_small_kernel.cuh): a thread-block
+// cluster per (batch, kv-head) prepares K/V from the raw fp16/bf16 tensors in shared memory and
+// runs the attention, with no canonical K/V in global memory and no preparation launches.
+//
+// Why: at a few hundred tokens (sd15_l3_cfg: 256 tokens, head dim 160) the separate preparation
+// launches and the attention kernel are each a chain of latencies on a quarter-full chip
+// (cuda/NOTES.md runs 29-33 and 41). Here each CTA of the cluster takes the statistics of its
+// share of the keys (and of its 64 query rows for channel balancing), the CTAs exchange them
+// through distributed shared memory, each quantizes its share of K and V straight into every
+// CTA's shared memory, and after one more cluster barrier every CTA attends its 64 rows.
+//
+// The quantization maths are those of src/common/quant_math.h (the CPU backend's). Q·Kᵀ is the
+// INT8 m16n8k32 MMA; P·V is the fp16 m16n8k16 MMA in both modes: FAST's E4M3 P and V are rounded
+// to E4M3 and then held as fp16, which represents every E4M3 value exactly, so the products are
+// the FP8 MMA's (mma.sync has no FP8 shape on sm90).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/attention_params.h"
+
+namespace int8attn {
+
+// 8 warps: four groups of 16 query rows, each group's keys split between two warps (tiles
+// alternate), merged at the end. Twice the warps of one per row group halve every thread's
+// serial share of the preparation and of the key loop: each phase here is a latency chain.
+constexpr int kSmallThreads = 256;
+constexpr int kSmallRows = 64;        // query rows per CTA
+constexpr int kSmallKeyTile = 64;     // keys per online-softmax step
+constexpr int kSmallMaxCluster = 8;   // portable cluster size
+constexpr int kSmallMaxKeys = 256;    // keys per (batch, kv-head), padded to kSmallKeyTile
+constexpr size_t kSmallMaxSmem = 232448;  // Hopper's opt-in shared memory per block
+// Statistics scratch: every thread's 6 statistics of 8 channels (sum, max, min of K and V).
+constexpr size_t kSmallScratchBytes = kSmallThreads * 6 * 8 * sizeof(float);
+
+struct SmallAttnParams {
+  AttnKernelParams a;  // Q, O, LSE, shape, masking, scales (the K/V fields are unused)
+  // Raw K and V: [B, Hkv, Nk, D] with element strides; channel stride 1, 16-byte aligned rows.
+  const void* k = nullptr;
+  int64_t k_stride[4] = {0, 0, 0, 0};
+  const void* v = nullptr;
+  int64_t v_stride[4] = {0, 0, 0, 0};
+  int smooth_k = 1, smooth_v = 1, balance = 1, k_per_token = 1;
+  float k_multiplier = 1.f;
+  float v_headroom = 1.f;
+  int cluster = 1;  // CTAs per (batch, kv-head): ceil(G·Nq / 64)
+  int nkp = 0;      // keys padded to kSmallKeyTile
+  int kc = 0;       // keys each CTA prepares (a multiple of 64: per-block K scales stay in one CTA)
+};
+
+// Where everything lives in one CTA's dynamic shared memory (byte offsets).
+struct SmallLayout {
+  int kp = 0, vp = 0;  // row pitches of INT8 K and fp16 V: 16 bytes over the row, so the
+                       // 8 rows of an ldmatrix land on distinct banks
+  size_t k8 = 0, v16 = 0, scratch = 0, ks = 0, q8 = 0, qs = 0, lse = 0, consts = 0, part = 0,
+         qmax = 0, amax = 0, bar = 0, rawk = 0, rawv = 0, merge = 0, out = 0, total = 0;
+};
+
+__host__ __device__ inline size_t small_align16(size_t x) { return (x + 15) / 16 * 16; }
+
+__host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, int kc) {
+  SmallLayout L;
+  L.kp = dpad + 16;
+  L.vp = 2 * dpad + 16;
+  // One region serves three lives, each dead before the next begins (barriers between): the
+  // statistics scratch, then INT8 K + fp16 V, then the output rows ([64][vp] bytes).
+  L.k8 = 0;
+  L.v16 = L.k8 + static_cast<size_t>(nkp) * L.kp;
+  L.scratch = 0;
+  L.out = 0;
+  size_t o = L.v16 + static_cast<size_t>(nkp) * L.vp;
+  o = o > kSmallScratchBytes ? o : kSmallScratchBytes;
+  L.ks = small_align16(o);  // (64 output rows of vp bytes fit in the scratch size)
+  L.q8 = small_align16(L.ks + nkp * sizeof(float));
+  L.qs = L.q8 + static_cast<size_t>(kSmallRows) * L.kp;
+  L.lse = L.qs + kSmallRows * sizeof(float);
+  L.consts = L.lse + kSmallRows * sizeof(float);           // μ_K, α, μ_V, σ_V, 1/σ_V: [5][dpad]
+  L.part = L.consts + 5 * static_cast<size_t>(dpad) * 4;   // this CTA's statistics: [6][dpad]
+  L.qmax = L.part + 6 * static_cast<size_t>(dpad) * 4;     // max |q| of its rows: [dpad]
+  L.amax = L.qmax + static_cast<size_t>(dpad) * 4;         // per-key absmax of its keys: [kc]
+  L.bar = small_align16(L.amax + (static_cast<size_t>(kc) + kSmallKeyTile) * 4);  // mbarrier
+  L.rawk = L.bar + 16;                                     // raw K, V rows: [kc][D] each
+  L.rawv = L.rawk + static_cast<size_t>(kc) * D * 2;
+  // Once raw K/V are dead, the second key-half warps' partial O, row maxima and sums:
+  // [4 row groups][dpad/8][4][32 lanes] + [4][2][2][32] floats.
+  L.merge = L.rawk;
+  const size_t raw_end = L.rawv + static_cast<size_t>(kc) * D * 2;
+  const size_t merge_end = L.merge + (4 * static_cast<size_t>(dpad) / 8 * 4 * 32 + 4 * 2 * 2 * 32) * 4;
+  L.total = raw_end > merge_end ? raw_end : merge_end;
+  return L;
+}
+
+// Keys each CTA of a cluster of `cluster` prepares.
+inline int small_keys_per_cta(int nkp, int cluster) {
+  const int per = (nkp + cluster - 1) / cluster;
+  return (per + kSmallKeyTile - 1) / kSmallKeyTile * kSmallKeyTile;
+}
+
+// One launch: grid (cluster, B·Hkv), clusters of `cluster` CTAs along x. `mode` 2 BALANCED or
+// 3 FAST; `dpad` one of 32, 64, ..., 256.
+cudaError_t launch_attention_sm90_small(const SmallAttnParams& p, int dpad, int mode,
+                                        cudaStream_t stream);
+
+}  // namespace int8attn

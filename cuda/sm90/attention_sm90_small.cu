@@ -1,0 +1,61 @@
+// The small-problem path's instantiations for sm_90a (thread-block clusters): BALANCED and FAST
+// at every padded head dim, fp16 and bf16 inputs. See kernels/attention_small.h.
+#include "kernels/attention_small.h"
+#include "kernels/attention_small_kernel.cuh"
+
+namespace int8attn {
+namespace {
+
+template <int DPAD, int MODE, bool BF16>
+cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
+  const auto kernel = small::attention_small_kernel<DPAD, MODE, BF16>;
+  const SmallLayout lay = small_layout(DPAD, p.a.D, p.nkp, p.kc);
+  if (lay.total > kSmallMaxSmem || p.cluster < 1 || p.cluster > kSmallMaxCluster)
+    return cudaErrorInvalidValue;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(lay.total));
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.cluster), static_cast<unsigned>(p.a.B * p.a.Hkv));
+  cfg.blockDim = dim3(kSmallThreads);
+  cfg.dynamicSmemBytes = lay.total;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(p.cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
+}
+
+template <int MODE, bool BF16>
+cudaError_t launch_dpad(const SmallAttnParams& p, int dpad, cudaStream_t s) {
+  switch (dpad) {
+    case 32: return launch<32, MODE, BF16>(p, s);
+    case 64: return launch<64, MODE, BF16>(p, s);
+    case 96: return launch<96, MODE, BF16>(p, s);
+    case 128: return launch<128, MODE, BF16>(p, s);
+    case 160: return launch<160, MODE, BF16>(p, s);
+    case 192: return launch<192, MODE, BF16>(p, s);
+    case 224: return launch<224, MODE, BF16>(p, s);
+    case 256: return launch<256, MODE, BF16>(p, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_attention_sm90_small(const SmallAttnParams& p, int dpad, int mode,
+                                        cudaStream_t s) {
+  const bool bf16 = p.a.dtype == 2;
+  if (mode == kModeFast)
+    return bf16 ? launch_dpad<kModeFast, true>(p, dpad, s) : launch_dpad<kModeFast, false>(p, dpad, s);
+  if (mode == kModeBalanced)
+    return bf16 ? launch_dpad<kModeBalanced, true>(p, dpad, s)
+                : launch_dpad<kModeBalanced, false>(p, dpad, s);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace int8attn
