@@ -123,10 +123,15 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   const int row_chunks = D / 8;  // 16-byte chunks of a raw row
   const int rows_total = p.G * p.Nq;
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem + lay.bar);
-  if (tid == 0) {
-    dev::mbar_init(bar, 1);
-    dev::mbar_init_fence();
-    dev::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(2 * my_keys * D * 2));
+  if (warp == 0) {
+    // ptxas may issue the init from the uniform datapath on another lane's behalf: the
+    // __syncwarp orders it before lane 0's arrive for racecheck too.
+    if (lane == 0) {
+      dev::mbar_init(bar, 1);
+      dev::mbar_init_fence();
+    }
+    __syncwarp();
+    if (lane == 0) dev::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(2 * my_keys * D * 2));
   }
   for (int c = tid; c < DPAD; c += kSmallThreads) sQmax[c] = 0u;
   __syncthreads();
@@ -275,32 +280,47 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           p, qraw[ps], qlive[ps], kmu, inv_alpha,
           warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes, c0, sQ8, sQs, sLse);
   }
-  // K and V of this CTA's keys, as (key, 8-channel chunk) items spread over all threads.
-  // INT8 K needs each key's absmax of (k − μ_K)·α first (per-block K: the 64-key block's).
-  constexpr int kChunks = DPAD / 8;
-  const int items = kc * kChunks;
-  auto k_values = [&](int r, int c, float (&x)[8]) {  // (k − μ_K)·α (0 past L or D)
-    const bool live = c < D && r < my_keys;
-    uint4 w = make_uint4(0u, 0u, 0u, 0u);
-    if (live) w = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + c / 8) * 16);
-    unpack8<BF16>(w, x);
-    const int cc = live ? c : 0;
+  // K and V of this CTA's keys: kLanes lanes per key (the Q mapping), kRowsPerPass keys per
+  // warp a pass, each lane's channel constants in registers. A key's absmax is a shuffle
+  // reduction (per-item shared atomics, 20 lanes on one address at head dim 160, cost 2.2 us at
+  // sd15_l3: NOTES run 41); with per-key scales the key is quantized in the same pass.
+  float kmu[8], alpha[8], vmu[8], vinv[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = live ? (x[i] - sKmu[cc + i]) * sAlpha[cc + i] : 0.f;
-  };
-  unsigned* sAmaxBits = reinterpret_cast<unsigned*>(sAmax);
-  for (int r = tid; r < kc + kSmallKeyTile; r += kSmallThreads) sAmaxBits[r] = 0u;
-  __syncthreads();
-  for (int it = tid; it < items; it += kSmallThreads) {
-    const int r = it / kChunks, c = (it - r * kChunks) * 8;
-    float x[8], amax = 0.f;
-    k_values(r, c, x);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(x[i]));
-    atomicMax(&sAmaxBits[r], __float_as_uint(amax));  // amax >= 0: float order = uint order
+  for (int i = 0; i < 8; ++i) {
+    const int c = c0 < DPAD ? c0 + i : 0;
+    kmu[i] = sKmu[c];
+    alpha[i] = sAlpha[c];
+    vmu[i] = sVmu[c];
+    vinv[i] = sVinv[c];
   }
-  __syncthreads();
+  const bool chunk_live = c0 < D;
+  // (k − μ_K)·α of key r (0 past L or D) and the key's absmax over its kLanes lanes.
+  auto k_row = [&](int r, float (&x)[8]) -> float {
+    const bool live = chunk_live && r < my_keys;
+    uint4 w = make_uint4(0u, 0u, 0u, 0u);
+    if (live) w = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + c0 / 8) * 16);
+    unpack8<BF16>(w, x);
+    float amax = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x[i] = live ? (x[i] - kmu[i]) * alpha[i] : 0.f;
+      amax = fmaxf(amax, fabsf(x[i]));
+    }
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    return amax;
+  };
+  // Keys this CTA writes (multiples of 64, so every lane of a warp runs the same passes).
+  const int rows_here = min(kc, nkp - key0);
+  constexpr int kKeyStep = kWarps * kRowsPerPass;
+  const int r_first = warp * kRowsPerPass + lane / kLanes;
   if (!P.k_per_token) {
+    for (int r = r_first; r < rows_here; r += kKeyStep) {
+      float x[8];
+      const float amax = k_row(r, x);
+      if (lane % kLanes == 0) sAmax[r] = amax;
+    }
+    __syncthreads();
     if (warp < kc / kSmallKeyTile) {  // one warp per 64-key block (kc <= kSmallMaxKeys)
       float m = fmaxf(sAmax[warp * 64 + lane], sAmax[warp * 64 + 32 + lane]);
 #pragma unroll
@@ -309,13 +329,23 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     }
     __syncthreads();
   }
-  for (int it = tid; it < items; it += kSmallThreads) {
-    const int r = it / kChunks, c = (it - r * kChunks) * 8;
+  // Every cluster CTA's K, V and key-scale buffers (generic addresses into distributed shared
+  // memory, mapped once; st.shared::cluster to mapa addresses measured the same, run 41g).
+  uint8_t* dst_k[kSmallMaxCluster];
+  uint8_t* dst_v[kSmallMaxCluster];
+  float* dst_s[kSmallMaxCluster];
+#pragma unroll
+  for (int d = 0; d < kSmallMaxCluster; ++d)
+    if (d < C) {
+      dst_k[d] = cluster.map_shared_rank(sK8, d);
+      dst_v[d] = cluster.map_shared_rank(sV16, d);
+      dst_s[d] = cluster.map_shared_rank(sKs, d);
+    }
+  for (int r = r_first; r < rows_here; r += kKeyStep) {
     const int j = key0 + r;  // key index in the head
-    if (j >= nkp) break;     // items only grow
     float x[8];
-    k_values(r, c, x);
-    const float scale = qm::int8_scale(P.k_per_token ? sAmax[r] : sAmax[kc + r / 64], P.k_multiplier);
+    const float amax = k_row(r, x);
+    const float scale = qm::int8_scale(P.k_per_token ? amax : sAmax[kc + r / 64], P.k_multiplier);
     const float inv = 1.0f / scale;
     uint32_t w[2] = {0u, 0u};
 #pragma unroll
@@ -323,29 +353,31 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
                   << (8 * (i % 4));
     // V: (v − μ_V)/σ as fp16 (BALANCED) or E4M3 held in fp16 (FAST); 0 past L and D.
-    const bool live = c < D && r < my_keys;
-    const int cc = live ? c : 0;
+    const bool live = chunk_live && r < my_keys;
     uint4 vw = make_uint4(0u, 0u, 0u, 0u);
-    if (live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c / 8) * 16);
+    if (live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c0 / 8) * 16);
     float v[8];
     unpack8<BF16>(vw, v);
     uint32_t h[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float y0 = live ? (v[2 * i] - sVmu[cc + 2 * i]) * sVinv[cc + 2 * i] : 0.f;
-      float y1 = live ? (v[2 * i + 1] - sVmu[cc + 2 * i + 1]) * sVinv[cc + 2 * i + 1] : 0.f;
+      float y0 = live ? (v[2 * i] - vmu[2 * i]) * vinv[2 * i] : 0.f;
+      float y1 = live ? (v[2 * i + 1] - vmu[2 * i + 1]) * vinv[2 * i + 1] : 0.f;
       if constexpr (!kFast) {
         y0 = fmaxf(-65504.f, fminf(65504.f, y0));
         y1 = fmaxf(-65504.f, fminf(65504.f, y1));
       }
       h[i] = pv_pair<kFast>(y0, y1);
     }
-    for (int dst = 0; dst < C; ++dst) {
-      *reinterpret_cast<uint2*>(cluster.map_shared_rank(sK8 + j * lay.kp + c, dst)) =
-          make_uint2(w[0], w[1]);
-      *reinterpret_cast<uint4*>(cluster.map_shared_rank(sV16 + j * lay.vp + 2 * c, dst)) =
-          make_uint4(h[0], h[1], h[2], h[3]);
-      if (c == 0) *cluster.map_shared_rank(sKs + j, dst) = scale;
+    if (c0 < DPAD) {
+#pragma unroll
+      for (int d = 0; d < kSmallMaxCluster; ++d)
+        if (d < C) {
+          *reinterpret_cast<uint2*>(dst_k[d] + j * lay.kp + c0) = make_uint2(w[0], w[1]);
+          *reinterpret_cast<uint4*>(dst_v[d] + j * lay.vp + 2 * c0) =
+              make_uint4(h[0], h[1], h[2], h[3]);
+          if (c0 == 0) dst_s[d][j] = scale;
+        }
     }
   }
   cluster.sync();  // every CTA holds all of K and V; no remote access after this point
