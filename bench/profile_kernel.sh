@@ -2,7 +2,7 @@
 # Where does the attention kernel's time go? On the GPU machine: an Nsight Compute profile of one
 # attention launch (speed of light, warp stall reasons, scheduler and pipe utilisation) for a
 # shape and mode, its per-instruction stall samples (SASS with source counters, CSV: sum them by
-# region of the kernel to see prologue / main loop / epilogue shares), plus an opcode census of
+# region of the kernel with bench/sass_phases.py to see each phase's share), plus an opcode census of
 # the kernel's SASS. Output goes to DIR.
 #   bash bench/profile_kernel.sh BUILD_DIR DIR [shape] [mode] [kernel-regex]
 set -uo pipefail

@@ -69,6 +69,12 @@ class CudaBackend final : public Backend {
     dev_.cc_minor = prop.minor;
     dev_.sm_count = prop.multiProcessorCount;
     name_ = prop.name;
+#if defined(INT8ATTN_HAVE_SM90)
+    if (prop.major == 9) {
+      DeviceGuard guard(device_id);
+      for (int n = 1; n <= kSmallMaxCluster; ++n) dev_.small_clusters[n] = small_max_active_clusters(n);
+    }
+#endif
     const bool have = (prop.major == 9 && have_sm90()) ||
                       (prop.major == 8 && prop.minor == 9 && (have_sm89() || have_sm80())) ||
                       (prop.major == 8 && have_sm80());

@@ -70,18 +70,38 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
     return false;
   const int64_t rows = p.Nq * (p.Hq / p.Hkv);
   const int64_t nkp = round_up(p.Nk, kSmallKeyTile);
-  if (rows > kSmallMaxCluster * kSmallRows || nkp > kSmallMaxKeys) return false;
+  if (rows > kSmallMaxCluster * kSmallMaxRows || nkp > kSmallMaxKeys) return false;
   SmallAttnParams& s = plan.small_params;
-  s.cluster = static_cast<int>((rows + kSmallRows - 1) / kSmallRows);
-  // For latency-bound grids only: each cluster repeats its head's statistics exchange, and the
-  // warp-level MMAs are slower per SM than the wgmma kernel, so once the grid is more than two
-  // waves the separate preparation plus the wgmma kernel is the better use of the chip. (The
-  // shapes measured, NOTES run 41, are 16 to 80 CTAs.)
-  if (p.B * p.Hkv * s.cluster > 2 * static_cast<int64_t>(dev.sm_count)) return false;
   s.nkp = static_cast<int>(nkp);
-  s.kc = small_keys_per_cta(s.nkp, s.cluster);
-  if (small_layout(plan.dpad, static_cast<int>(p.D), s.nkp, s.kc).total > kSmallMaxSmem)
-    return false;
+  s.k_per_token = p.k_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
+  const int quantum = small_key_quantum(plan.dpad, s.k_per_token != 0);
+  const int64_t heads = p.B * p.Hkv;
+  // 32-row CTAs halve every CTA's serial chain (its Q rows, its share of the keys, its key
+  // loop) for twice the CTAs: taken while every cluster fits on the device at once (clusters
+  // stay in one GPC: 15 clusters of 8 on an H100, NOTES run 42) and a cluster stays within 8.
+  // Not with per-block K scales: whole 64-key blocks per CTA would leave half of the cluster
+  // without keys to prepare.
+  const int64_t c32 = (rows + 31) / 32;
+  s.rows = kSmallMaxRows;
+  if (plan.dpad >= 64 && s.k_per_token && c32 <= kSmallMaxCluster &&
+      heads <= dev.small_clusters[c32]) {
+    s.rows = 32;
+    s.cluster = static_cast<int>(c32);
+    s.kc = small_keys_per_cta(s.nkp, s.cluster, quantum);
+    if (small_layout(plan.dpad, static_cast<int>(p.D), s.nkp, s.kc, s.rows).total > kSmallMaxSmem)
+      s.rows = kSmallMaxRows;
+  }
+  if (s.rows == kSmallMaxRows) {
+    s.cluster = static_cast<int>((rows + kSmallMaxRows - 1) / kSmallMaxRows);
+    // For latency-bound grids only: each cluster repeats its head's statistics exchange, and
+    // the warp-level MMAs are slower per SM than the wgmma kernel, so once the grid is more
+    // than two waves the separate preparation plus the wgmma kernel is the better use of the
+    // chip. (The shapes measured, NOTES run 41, are 16 to 80 CTAs.)
+    if (heads * s.cluster > 2 * static_cast<int64_t>(dev.sm_count)) return false;
+    s.kc = small_keys_per_cta(s.nkp, s.cluster, quantum);
+    if (small_layout(plan.dpad, static_cast<int>(p.D), s.nkp, s.kc, s.rows).total > kSmallMaxSmem)
+      return false;
+  }
   s.a = a;
   s.a.row_pitch = a.Nq;
   s.a.num_splits = 1;
@@ -94,7 +114,6 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
   s.smooth_k = (p.flags & INT8ATTN_FLAG_SMOOTH_K) != 0;
   s.smooth_v = (p.flags & INT8ATTN_FLAG_SMOOTH_V) != 0;
   s.balance = (p.flags & INT8ATTN_FLAG_BALANCE_CHANNELS) != 0;
-  s.k_per_token = p.k_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
   s.k_multiplier = p.scale_multiplier;
   s.v_headroom = qm::kForwardHeadroom;
   plan.small = true;

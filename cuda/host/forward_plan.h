@@ -16,6 +16,10 @@ struct DeviceInfo {
   int id = 0;
   int cc_major = 0, cc_minor = 0;
   int sm_count = 1;
+  // Thread-block clusters of n one-CTA-per-SM CTAs that fit on the device at once
+  // (small_clusters[n], n <= kSmallMaxCluster; 0 when not measured): clusters live within one
+  // GPC, so an H100's 132 SMs hold 15 clusters of 8 (120 CTAs), not 16.
+  int small_clusters[kSmallMaxCluster + 1] = {};
 };
 
 struct ForwardPlan {

@@ -131,9 +131,24 @@ __device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int
   }
 }
 
-// One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the K-smoothing shift
-// and the row's absmax reduced over the row's kLanes lanes, then INT8 into sQ (8 bytes) and the
-// row's scale and LSE shift. The same maths as stage_q_warp_rows' general path.
+// The maximum of a non-negative float over each group of kLanes consecutive lanes (a power of
+// two). A whole warp is one REDUX on the bits (non-negative floats order as their bit patterns)
+// instead of five dependent shuffle + max steps.
+template <int kLanes>
+__device__ __forceinline__ float lane_group_max_nonneg(float x) {
+  if constexpr (kLanes == 32) {
+    return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(x)));
+  } else {
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+  }
+}
+
+// One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the row's absmax over
+// its kLanes lanes and (only when the LSE is written) the K-smoothing shift, then INT8 into sQ
+// (8 bytes) and the row's scale and LSE shift. The same maths as stage_q_warp_rows' general
+// path.
 template <int DPAD, int kLanes, typename QTile>
 __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, const uint4& raw,
                                                  bool live, const float (&kmu)[8],
@@ -149,10 +164,12 @@ __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, cons
     x[i] *= inv_alpha[i];
     amax = fmaxf(amax, fabsf(x[i]));
   }
+  amax = lane_group_max_nonneg<kLanes>(amax);
+  // The shift only moves the LSE (split-KV partials of a row all lack it alike when it is off).
+  const bool want_shift = p.lse != nullptr;
+  if (want_shift) {
 #pragma unroll
-  for (int o = kLanes / 2; o > 0; o >>= 1) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    shift += __shfl_xor_sync(0xffffffffu, shift, o);
+    for (int o = kLanes / 2; o > 0; o >>= 1) shift += __shfl_xor_sync(0xffffffffu, shift, o);
   }
   const float sc = qm::int8_scale(amax, p.q_multiplier);
   const float inv = 1.0f / sc;
@@ -164,7 +181,7 @@ __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, cons
   if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = make_uint2(w[0], w[1]);
   if (c0 == 0) {
     // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
-    sLseShift[r_local] = shift * p.sm_scale;
+    sLseShift[r_local] = want_shift ? shift * p.sm_scale : 0.f;
     sQScale[r_local] = sc * p.sm_scale_log2;
   }
 }

@@ -24,17 +24,20 @@
 
 namespace int8attn {
 
-// 8 warps: four groups of 16 query rows, each group's keys split between two warps (tiles
-// alternate), merged at the end. Twice the warps of one per row group halve every thread's
-// serial share of the preparation and of the key loop: each phase here is a latency chain.
+// 8 warps over the CTA's 64 or 32 query rows: groups of 16 rows, each group's 64-key tiles
+// split between 2 or 4 warps (tiles interleave), merged at the end. More warps per row group
+// halve every thread's serial share of the preparation and of the key loop: each phase here is
+// a latency chain (NOTES run 41). 32-row CTAs (clusters of up to 8) halve it once more where the
+// grid still fits one wave (run 42).
 constexpr int kSmallThreads = 256;
-constexpr int kSmallRows = 64;        // query rows per CTA
+constexpr int kSmallMaxRows = 64;     // query rows per CTA: 64, or 32 at padded head dims >= 64
 constexpr int kSmallKeyTile = 64;     // keys per online-softmax step
 constexpr int kSmallMaxCluster = 8;   // portable cluster size
 constexpr int kSmallMaxKeys = 256;    // keys per (batch, kv-head), padded to kSmallKeyTile
 constexpr size_t kSmallMaxSmem = 232448;  // Hopper's opt-in shared memory per block
-// Statistics scratch: every thread's 6 statistics of 8 channels (sum, max, min of K and V).
-constexpr size_t kSmallScratchBytes = kSmallThreads * 6 * 8 * sizeof(float);
+// Statistics scratch: every thread's 6 statistics of 8 channels (sum, max, min of K and V), plus
+// one padding word per thread (a group of D/8 threads is padded by D/8 words: bank spread).
+constexpr size_t kSmallScratchBytes = kSmallThreads * (6 * 8 + 1) * sizeof(float);
 
 struct SmallAttnParams {
   AttnKernelParams a;  // Q, O, LSE, shape, masking, scales (the K/V fields are unused)
@@ -46,9 +49,10 @@ struct SmallAttnParams {
   int smooth_k = 1, smooth_v = 1, balance = 1, k_per_token = 1;
   float k_multiplier = 1.f;
   float v_headroom = 1.f;
-  int cluster = 1;  // CTAs per (batch, kv-head): ceil(G·Nq / 64)
+  int rows = kSmallMaxRows;  // query rows per CTA (the kernel's ROWS)
+  int cluster = 1;  // CTAs per (batch, kv-head): ceil(G·Nq / rows)
   int nkp = 0;      // keys padded to kSmallKeyTile
-  int kc = 0;       // keys each CTA prepares (a multiple of 64: per-block K scales stay in one CTA)
+  int kc = 0;       // keys each CTA prepares (small_key_quantum's multiple)
 };
 
 // Where everything lives in one CTA's dynamic shared memory (byte offsets).
@@ -57,51 +61,75 @@ struct SmallLayout {
                        // 8 rows of an ldmatrix land on distinct banks
   size_t k8 = 0, v16 = 0, scratch = 0, ks = 0, q8 = 0, qs = 0, lse = 0, consts = 0, part = 0,
          qmax = 0, amax = 0, bar = 0, rawk = 0, rawv = 0, merge = 0, out = 0, total = 0;
+  int merge_splits = 1;  // key-split partials each row group merges: min(splits, tiles)
 };
 
 __host__ __device__ inline size_t small_align16(size_t x) { return (x + 15) / 16 * 16; }
 
-__host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, int kc) {
+// `rows`: query rows per CTA (64 or 32).
+__host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, int kc, int rows) {
   SmallLayout L;
   L.kp = dpad + 16;
   L.vp = 2 * dpad + 16;
   // One region serves three lives, each dead before the next begins (barriers between): the
-  // statistics scratch, then INT8 K + fp16 V, then the output rows ([64][vp] bytes).
+  // statistics scratch, then INT8 K + fp16 V, then the output rows ([rows][vp] bytes) and,
+  // where they fit behind those, the key splits' partial results (below).
   L.k8 = 0;
   L.v16 = L.k8 + static_cast<size_t>(nkp) * L.kp;
   L.scratch = 0;
   L.out = 0;
   size_t o = L.v16 + static_cast<size_t>(nkp) * L.vp;
   o = o > kSmallScratchBytes ? o : kSmallScratchBytes;
+  const size_t kv_end = o;
   L.ks = small_align16(o);  // (64 output rows of vp bytes fit in the scratch size)
   L.q8 = small_align16(L.ks + nkp * sizeof(float));
-  L.qs = L.q8 + static_cast<size_t>(kSmallRows) * L.kp;
-  L.lse = L.qs + kSmallRows * sizeof(float);
-  L.consts = L.lse + kSmallRows * sizeof(float);           // μ_K, α, μ_V, σ_V, 1/σ_V: [5][dpad]
-  L.part = L.consts + 5 * static_cast<size_t>(dpad) * 4;   // this CTA's statistics: [6][dpad]
-  L.qmax = L.part + 6 * static_cast<size_t>(dpad) * 4;     // max |q| of its rows: [dpad]
+  L.qs = L.q8 + static_cast<size_t>(rows) * L.kp;
+  L.lse = L.qs + rows * sizeof(float);
+  L.consts = L.lse + rows * sizeof(float);  // μ_K, α, μ_V, σ_V, 1/σ_V, 1/α: [6][dpad]
+  L.part = L.consts + 6 * static_cast<size_t>(dpad) * 4;   // this CTA's statistics: [6][dpad]
+  L.qmax = L.part + 6 * static_cast<size_t>(dpad) * 4;     // max |q| of its rows: [8][dpad/8]
   L.amax = L.qmax + static_cast<size_t>(dpad) * 4;         // per-key absmax of its keys: [kc]
   L.bar = small_align16(L.amax + (static_cast<size_t>(kc) + kSmallKeyTile) * 4);  // mbarrier
   L.rawk = L.bar + 16;                                     // raw K, V rows: [kc][D] each
   L.rawv = L.rawk + static_cast<size_t>(kc) * D * 2;
-  // Once raw K/V are dead, the second key-half warps' partial O, row maxima and sums:
-  // [4 row groups][dpad/8][4][32 lanes] + [4][2][2][32] floats.
-  L.merge = L.rawk;
   const size_t raw_end = L.rawv + static_cast<size_t>(kc) * D * 2;
-  const size_t merge_end = L.merge + (4 * static_cast<size_t>(dpad) / 8 * 4 * 32 + 4 * 2 * 2 * 32) * 4;
+  // After the key loop, every split's partial O, row maxima and sums:
+  // [groups][merge_splits][dpad/8][32 lanes][4] + [groups][merge_splits][2 m,l][2][32] floats.
+  // Behind the output rows when K/V leave room (they are dead then), else where raw K/V were.
+  const int groups = rows / 16, splits = (kSmallThreads / 32) / groups;
+  L.merge_splits = nkp / kSmallKeyTile < splits ? nkp / kSmallKeyTile : splits;
+  const size_t merge_bytes =
+      static_cast<size_t>(groups) * L.merge_splits * (dpad / 8 * 32 * 4 + 2 * 2 * 32) * 4;
+  const size_t out_end = small_align16(static_cast<size_t>(rows) * L.vp);
+  L.merge = out_end + merge_bytes <= kv_end ? out_end : L.rawk;
+  const size_t merge_end = L.merge + merge_bytes;
   L.total = raw_end > merge_end ? raw_end : merge_end;
   return L;
 }
 
+// Keys per CTA come in multiples of this: whole warp passes of the key mapping (kSmallThreads/32
+// warps x 32/lanes keys; lanes = 8-channel chunks rounded up to a power of two), and whole
+// 64-key blocks with per-block K scales (a block's maximum stays in one CTA).
+inline int small_key_quantum(int dpad, bool k_per_token) {
+  int lanes = 1;
+  while (lanes < dpad / 8) lanes *= 2;
+  const int pass = (kSmallThreads / 32) * (32 / lanes);
+  return k_per_token ? pass : (pass > kSmallKeyTile ? pass : kSmallKeyTile);
+}
+
 // Keys each CTA of a cluster of `cluster` prepares.
-inline int small_keys_per_cta(int nkp, int cluster) {
+inline int small_keys_per_cta(int nkp, int cluster, int quantum) {
   const int per = (nkp + cluster - 1) / cluster;
-  return (per + kSmallKeyTile - 1) / kSmallKeyTile * kSmallKeyTile;
+  return (per + quantum - 1) / quantum * quantum;
 }
 
 // One launch: grid (cluster, B·Hkv), clusters of `cluster` CTAs along x. `mode` 2 BALANCED or
-// 3 FAST; `dpad` one of 32, 64, ..., 256.
+// 3 FAST; `dpad` one of 32, 64, ..., 256; `p.rows` 64, or 32 at dpad >= 64.
 cudaError_t launch_attention_sm90_small(const SmallAttnParams& p, int dpad, int mode,
                                         cudaStream_t stream);
+
+// How many clusters of `cluster` CTAs of the small kernel (one CTA per SM, the most shared
+// memory) fit on the current device at once; 0 if the query fails.
+int small_max_active_clusters(int cluster);
 
 }  // namespace int8attn

@@ -1,14 +1,16 @@
 // The small-problem kernel (see attention_small.h): one thread-block cluster per (batch,
 // kv-head), one launch for the whole forward. Phases of a CTA (rank r of C):
-//   A  its 64 query rows into registers; its share of the keys, raw K and V, into shared memory
+//   A  its query rows (64 or 32) into registers; its share of the keys, raw K and V, into
+//      shared memory
 //   B  statistics of that share (channel sums, maxima, minima of K and V) and max |q| of its rows
 //   -- cluster barrier --
 //   C  every CTA combines all ranks' statistics (distributed shared memory): μ_K, α, μ_V, σ_V
-//   D  INT8 Q of its rows into its own shared memory; INT8 K (+ per-key scales) and fp16 /
-//      E4M3-valued V of its keys into EVERY CTA's shared memory
-//   -- cluster barrier --
-//   E  each pair of warps attends 16 rows, one warp the even 64-key tiles, one the odd ones
-//      (online softmax), then the pair's halves are merged and O and LSE written.
+//   D  INT8 K (+ per-key scales) and fp16 / E4M3-valued V of its keys into EVERY CTA's shared
+//      memory; -- arrive at the cluster barrier --; INT8 Q of its rows into its own shared
+//      memory; -- wait at the cluster barrier --
+//   E  the 2 or 4 warps of a 16-row group attend interleaved 64-key tiles (online softmax);
+//      their partial results meet in shared memory, each warp merges a slice of the columns,
+//      and O (16-byte stores) and LSE are written.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -74,14 +76,16 @@ __device__ __forceinline__ QRow q_row(const AttnKernelParams& p, int hkv, int pa
   return r;
 }
 
-template <int DPAD, int MODE, bool BF16>
+template <int DPAD, int MODE, bool BF16, int ROWS>
 __global__ void __launch_bounds__(kSmallThreads, 1)
     attention_small_kernel(const __grid_constant__ SmallAttnParams P) {
   constexpr bool kFast = MODE == kModeFast;
   using QC = QChunks<DPAD>;
   constexpr int kLanes = QC::kLanes, kRowsPerPass = QC::kRowsPerPass;
   constexpr int kWarps = kSmallThreads / 32;
-  constexpr int kQRowsPerWarp = kSmallRows / kWarps;  // in the Q phases
+  constexpr int kGroups = ROWS / 16, kSplits = kWarps / kGroups;  // row groups, key splits
+  static_assert(ROWS == 64 || ROWS == 32, "rows per CTA");
+  constexpr int kQRowsPerWarp = ROWS / kWarps;  // in the Q phases
   constexpr int kPasses = kQRowsPerWarp / kRowsPerPass;
   static_assert(kPasses >= 1 && kQRowsPerWarp % kRowsPerPass == 0, "Q row mapping");
   const AttnKernelParams& p = P.a;
@@ -100,7 +104,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   const int my_keys = max(0, min(kc, L - key0));  // valid keys this CTA loads and prepares
 
   extern __shared__ __align__(128) uint8_t smem[];
-  const SmallLayout lay = small_layout(DPAD, D, nkp, kc);
+  const SmallLayout lay = small_layout(DPAD, D, nkp, kc, ROWS);
   uint8_t* sK8 = smem + lay.k8;
   uint8_t* sV16 = smem + lay.v16;
   float* sScratch = reinterpret_cast<float*>(smem + lay.scratch);
@@ -113,7 +117,10 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   float* sVmu = sAlpha + DPAD;
   float* sVsig = sVmu + DPAD;
   float* sVinv = sVsig + DPAD;  // 1/σ_V
+  float* sAlphaInv = sVinv + DPAD;  // 1/α
   float* sPart = reinterpret_cast<float*>(smem + lay.part);
+  // max |q| of this CTA's rows, channel c at (c % 8) * (DPAD / 8) + c / 8: the lanes of a warp
+  // (consecutive 8-channel chunks) then update consecutive words, not every eighth one.
   unsigned* sQmax = reinterpret_cast<unsigned*>(smem + lay.qmax);
   float* sAmax = reinterpret_cast<float*>(smem + lay.amax);
   uint8_t* sRawK = smem + lay.rawk;
@@ -154,7 +161,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   bool qlive[kPasses];
 #pragma unroll
   for (int ps = 0; ps < kPasses; ++ps) {
-    const int packed = rank * kSmallRows + warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes;
+    const int packed = rank * ROWS + warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes;
     const QRow r = q_row(p, hkv, packed);
     qlive[ps] = r.valid && packed < rows_total && c0 < D;
     const int64_t off = b * p.q_stride[0] + r.h * p.q_stride[1] + r.i * p.q_stride[2] + c0;
@@ -181,12 +188,16 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       for (int i = 0; i < 8; ++i) qm[i] = fmaxf(qm[i], __shfl_xor_sync(0xffffffffu, qm[i], o));
     if (lane < kLanes && c0 < D)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) atomicMax(&sQmax[c0 + i], __float_as_uint(qm[i]));  // >= 0
+      for (int i = 0; i < 8; ++i)
+        atomicMax(&sQmax[i * (DPAD / 8) + c0 / 8], __float_as_uint(qm[i]));  // >= 0
   }
   {
     // Thread -> (8-channel chunk, group of keys); per-thread sums, maxima and minima of K and V.
     const int groups = kSmallThreads / row_chunks;
     const int grp = tid / row_chunks, ch = tid - grp * row_chunks;
+    // A group's block is padded by one row of chunks: the groups that share a warp then start
+    // on different banks (6·D words is a multiple of 32).
+    const int kGroupPitch = 6 * D + row_chunks;
     if (grp < groups) {
       float st[6][8];
 #pragma unroll
@@ -209,16 +220,19 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           st[5][i] = fminf(st[5][i], v[i]);
         }
       }
+      // Scratch [group][statistic][channel % 8][chunk]: a warp's lanes (consecutive chunks)
+      // store consecutive words (channel-major rows were an 8-way bank conflict per store).
 #pragma unroll
       for (int s = 0; s < 6; ++s)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) sScratch[(grp * 6 + s) * D + ch * 8 + i] = st[s][i];
+        for (int i = 0; i < 8; ++i) sScratch[grp * kGroupPitch + (s * 8 + i) * row_chunks + ch] = st[s][i];
     }
     __syncthreads();
     for (int c = tid; c < D; c += kSmallThreads) {
       float st[6] = {0.f, -INFINITY, INFINITY, 0.f, -INFINITY, INFINITY};
+      const int cs = (c % 8) * row_chunks + c / 8;  // channel c within a statistic's block
       for (int g = 0; g < groups; ++g) {
-        const float* s = sScratch + g * 6 * D + c;
+        const float* s = sScratch + g * kGroupPitch + cs;
         st[0] += s[0];
         st[1] = fmaxf(st[1], s[D]);
         st[2] = fminf(st[2], s[2 * D]);
@@ -238,16 +252,19 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     if (c < D) {
       float st[6] = {0.f, -INFINITY, INFINITY, 0.f, -INFINITY, INFINITY};
       float qmax = 0.f;
-      for (int r = 0; r < C; ++r) {
-        const float* s = cluster.map_shared_rank(sPart, r) + c;
-        st[0] += s[0];
-        st[1] = fmaxf(st[1], s[DPAD]);
-        st[2] = fminf(st[2], s[2 * DPAD]);
-        st[3] += s[3 * DPAD];
-        st[4] = fmaxf(st[4], s[4 * DPAD]);
-        st[5] = fminf(st[5], s[5 * DPAD]);
-        qmax = fmaxf(qmax, __uint_as_float(*cluster.map_shared_rank(sQmax + c, r)));
-      }
+#pragma unroll
+      for (int r = 0; r < kSmallMaxCluster; ++r)  // unrolled: all ranks' loads in flight
+        if (r < C) {
+          const float* s = cluster.map_shared_rank(sPart, r) + c;
+          st[0] += s[0];
+          st[1] = fmaxf(st[1], s[DPAD]);
+          st[2] = fminf(st[2], s[2 * DPAD]);
+          st[3] += s[3 * DPAD];
+          st[4] = fmaxf(st[4], s[4 * DPAD]);
+          st[5] = fminf(st[5], s[5 * DPAD]);
+          qmax = fmaxf(qmax, __uint_as_float(
+                                 *cluster.map_shared_rank(sQmax + (c % 8) * (DPAD / 8) + c / 8, r)));
+        }
       if (L > 0) {
         const float inv_n = 1.0f / static_cast<float>(L);
         kmu = P.smooth_k ? st[0] * inv_n : 0.f;
@@ -263,36 +280,24 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     sVmu[c] = vmu;
     sVsig[c] = vsig;
     sVinv[c] = 1.0f / vsig;
+    sAlphaInv[c] = 1.0f / alpha;
   }
   __syncthreads();
 
-  // ---- D: INT8 Q (own rows), INT8 K and V (own keys, into every CTA) -----------------------
-  {
-    float kmu[8], inv_alpha[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      kmu[i] = c0 < DPAD ? sKmu[c0 + i] : 0.f;
-      inv_alpha[i] = c0 < DPAD ? 1.0f / sAlpha[c0 + i] : 1.f;
-    }
-#pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps)
-      quantize_q_chunk<DPAD, kLanes, PitchedQTile<DPAD>>(
-          p, qraw[ps], qlive[ps], kmu, inv_alpha,
-          warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes, c0, sQ8, sQs, sLse);
-  }
-  // K and V of this CTA's keys: kLanes lanes per key (the Q mapping), kRowsPerPass keys per
-  // warp a pass, each lane's channel constants in registers. A key's absmax is a shuffle
-  // reduction (per-item shared atomics, 20 lanes on one address at head dim 160, cost 2.2 us at
-  // sd15_l3: NOTES run 41); with per-key scales the key is quantized in the same pass.
+  // ---- D: INT8 K and V (own keys, into every CTA), then INT8 Q (own rows) ----------------------
+  // This lane's 8 channels of each constant: two 16-byte loads per array (8 scalar loads per
+  // array hit one bank 8 times over: the lanes' chunks are 32 bytes apart).
+  auto chunk8 = [&](const float* a, float (&x)[8]) {
+    const float4* v = reinterpret_cast<const float4*>(a + (c0 < DPAD ? c0 : 0));
+    const float4 lo = v[0], hi = v[1];
+    x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
+    x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
+  };
   float kmu[8], alpha[8], vmu[8], vinv[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int c = c0 < DPAD ? c0 + i : 0;
-    kmu[i] = sKmu[c];
-    alpha[i] = sAlpha[c];
-    vmu[i] = sVmu[c];
-    vinv[i] = sVinv[c];
-  }
+  chunk8(sKmu, kmu);
+  chunk8(sAlpha, alpha);
+  chunk8(sVmu, vmu);
+  chunk8(sVinv, vinv);
   const bool chunk_live = c0 < D;
   // (k − μ_K)·α of key r (0 past L or D) and the key's absmax over its kLanes lanes.
   auto k_row = [&](int r, float (&x)[8]) -> float {
@@ -306,11 +311,10 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       x[i] = live ? (x[i] - kmu[i]) * alpha[i] : 0.f;
       amax = fmaxf(amax, fabsf(x[i]));
     }
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    return amax;
+    return lane_group_max_nonneg<kLanes>(amax);
   };
-  // Keys this CTA writes (multiples of 64, so every lane of a warp runs the same passes).
+  // Keys this CTA writes (small_key_quantum's multiples: every lane of a warp runs the same
+  // passes).
   const int rows_here = min(kc, nkp - key0);
   constexpr int kKeyStep = kWarps * kRowsPerPass;
   const int r_first = warp * kRowsPerPass + lane / kLanes;
@@ -380,12 +384,25 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
         }
     }
   }
-  cluster.sync();  // every CTA holds all of K and V; no remote access after this point
+  // Q's quantization is local: it runs between this CTA's arrival at the cluster barrier and
+  // its wait, under the other CTAs' last stores and the barrier's latency.
+  auto kv_stored = cluster.barrier_arrive();
+  {
+    float inv_alpha[8];
+    chunk8(sAlphaInv, inv_alpha);
+#pragma unroll
+    for (int ps = 0; ps < kPasses; ++ps)
+      quantize_q_chunk<DPAD, kLanes, PitchedQTile<DPAD>>(
+          p, qraw[ps], qlive[ps], kmu, inv_alpha,
+          warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes, c0, sQ8, sQs, sLse);
+  }
+  __syncthreads();  // every warp's Q rows
+  cluster.barrier_wait(std::move(kv_stored));  // all of K and V here; no remote access after this
 
-  // ---- E: attention; warp pair (w, w + 4) shares row group w % 4, tiles alternate ------------
+  // ---- E: attention; warps w, w + kGroups, ... share row group w % kGroups, tiles interleave --
   const int g8 = lane >> 2, t4 = lane & 3;
-  const int rg = warp & 3, half = warp >> 2;
-  const int row0 = rank * kSmallRows + rg * 16;  // first packed row of the group
+  const int rg = warp % kGroups, split = warp / kGroups;
+  const int row0 = rank * ROWS + rg * 16;  // first packed row of the group
   const bool group_live = row0 < rows_total;
   constexpr int kKSteps = DPAD / 32, kDTiles = DPAD / 8;
   uint32_t qf[kKSteps][4];
@@ -420,7 +437,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   // FAST: P is scaled by 448 (E4M3's largest value) before rounding, folded into the exponent.
   constexpr float kPOffset = kFast ? 8.807354922057604f : 0.f;  // log2(448)
   const int tiles = group_live ? (hi_max + kSmallKeyTile - 1) / kSmallKeyTile : 0;
-  for (int t = half; t < tiles; t += 2) {
+  for (int t = split; t < tiles; t += kSplits) {
     const int j0 = t * kSmallKeyTile;
     int si[8][4];
 #pragma unroll
@@ -480,74 +497,100 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
   }
 
-  // ---- merge the odd-tile half into the even-tile half (raw K/V are dead: their space) -------
-  float* sMergeAcc = reinterpret_cast<float*>(smem + lay.merge);  // [4][kDTiles][4][32]
-  float* sMergeML = sMergeAcc + 4 * kDTiles * 4 * 32;             // [4][2 m,l][2][32]
-  if (half == 1 && tiles > 1) {
+  // ---- merge: every split's partial O, maxima and sums through shared memory -----------------
+  // (the region overlays K/V or raw K/V, small_layout: the barrier first lets every warp finish
+  // its key loop). Then each warp of a row group merges and normalises 1/kSplits of the columns,
+  // so the merge and the output staging are spread over all warps.
+  const int msplits = lay.merge_splits;  // splits that can hold keys: min(kSplits, nkp / 64)
+  float* sMergeAcc = reinterpret_cast<float*>(smem + lay.merge);  // [kGroups][msplits][kDTiles][32][4]
+  float* sMergeML = sMergeAcc + kGroups * msplits * kDTiles * 32 * 4;  // [kGroups][msplits][2][2][32]
+  __syncthreads();
+  if (split < msplits) {
+    float4* dst = reinterpret_cast<float4*>(sMergeAcc) + (rg * msplits + split) * kDTiles * 32 + lane;
 #pragma unroll
-    for (int n = 0; n < kDTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) sMergeAcc[((rg * kDTiles + n) * 4 + e) * 32 + lane] = acc[n][e];
+    for (int n = 0; n < kDTiles; ++n) dst[n * 32] = make_float4(acc[n][0], acc[n][1], acc[n][2], acc[n][3]);
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
-      sMergeML[((rg * 2 + 0) * 2 + rh) * 32 + lane] = m_run[rh];
-      sMergeML[((rg * 2 + 1) * 2 + rh) * 32 + lane] = l_run[rh];
+      sMergeML[(((rg * msplits + split) * 2 + 0) * 2 + rh) * 32 + lane] = m_run[rh];
+      sMergeML[(((rg * msplits + split) * 2 + 1) * 2 + rh) * 32 + lane] = l_run[rh];
     }
   }
   __syncthreads();
-  // O leaves through shared memory (K/V are dead: every warp has passed the barrier above):
-  // the merged, normalised rows with V's scale and mean in the output type, then 16-byte stores
-  // by all threads in a rolled loop. Two unrolled store paths per row pair were 40% of the
-  // kernel's stall samples, most of them waiting on instruction fetch (NOTES run 41).
-  uint8_t* sOut = smem + lay.out;  // [64 rows][lay.vp bytes]
-  if (half == 0 && group_live) {
-    if (tiles > 1) {
-      float a0[2], a1[2];
-#pragma unroll
-      for (int rh = 0; rh < 2; ++rh) {
-        const float m1 = sMergeML[((rg * 2 + 0) * 2 + rh) * 32 + lane];
-        const float l1 = sMergeML[((rg * 2 + 1) * 2 + rh) * 32 + lane];
-        const float mx = fmaxf(m_run[rh], m1);
-        const float ref = (mx == -INFINITY) ? 0.f : mx;
-        a0[rh] = dev::fast_exp2(m_run[rh] - ref);
-        a1[rh] = dev::fast_exp2(m1 - ref);
-        m_run[rh] = mx;
-        l_run[rh] = l_run[rh] * a0[rh] + l1 * a1[rh];
-      }
-#pragma unroll
-      for (int n = 0; n < kDTiles; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          acc[n][e] = acc[n][e] * a0[e >> 1] +
-                      sMergeAcc[((rg * kDTiles + n) * 4 + e) * 32 + lane] * a1[e >> 1];
-    }
+  // O leaves through shared memory (K/V are dead): the merged, normalised rows with V's scale
+  // and mean in the output type, then 16-byte stores by all threads in a rolled loop. Two
+  // unrolled store paths per row pair were 40% of the kernel's stall samples, most of them
+  // waiting on instruction fetch (NOTES run 41).
+  uint8_t* sOut = smem + lay.out;  // [ROWS rows][lay.vp bytes]
+  if (group_live) {
+    float w[kSplits][2], l_tot[2], m_tot[2];
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
-      const RowInfo& r = my_rows[rh];
-      const int row_local = rg * 16 + g8 + 8 * rh;
-      const bool empty = !(l_run[rh] > 0.f);
-      const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
+      float mx = -INFINITY;
 #pragma unroll
-      for (int n = 0; n < kDTiles; ++n) {
-        const int c = n * 8 + 2 * t4;
-        if (c >= D) continue;  // D % 8 == 0: a pair is all in or all out
-        const float o0 = empty ? 0.f : acc[n][2 * rh] * inv_l * sVsig[c] + sVmu[c];
-        const float o1 = empty ? 0.f : acc[n][2 * rh + 1] * inv_l * sVsig[c + 1] + sVmu[c + 1];
-        *reinterpret_cast<uint32_t*>(sOut + row_local * lay.vp + 2 * c) =
+      for (int sp = 0; sp < kSplits; ++sp)
+        if (sp < msplits) mx = fmaxf(mx, sMergeML[(((rg * msplits + sp) * 2 + 0) * 2 + rh) * 32 + lane]);
+      const float ref = (mx == -INFINITY) ? 0.f : mx;
+      float l = 0.f;
+#pragma unroll
+      for (int sp = 0; sp < kSplits; ++sp) {
+        w[sp][rh] = 0.f;
+        if (sp < msplits) {
+          const float* ml = sMergeML + ((rg * msplits + sp) * 2) * 2 * 32;
+          w[sp][rh] = dev::fast_exp2(ml[rh * 32 + lane] - ref);
+          l += ml[(2 + rh) * 32 + lane] * w[sp][rh];
+        }
+      }
+      m_tot[rh] = mx;
+      l_tot[rh] = l;
+    }
+    constexpr int kCols = kDTiles / kSplits;  // this warp's column tiles
+    static_assert(kDTiles % kSplits == 0, "column slices");
+    float inv_l[2];
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) inv_l[rh] = l_tot[rh] > 0.f ? 1.0f / l_tot[rh] : 0.f;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      const int n = split * kCols + j;
+      const int c = n * 8 + 2 * t4;
+      if (c >= D) continue;  // D % 8 == 0: a pair is all in or all out
+      float o[4] = {0.f, 0.f, 0.f, 0.f};  // rows g8 and g8 + 8, columns c and c + 1
+#pragma unroll
+      for (int sp = 0; sp < kSplits; ++sp)
+        if (sp < msplits) {
+          const float4 a = reinterpret_cast<const float4*>(sMergeAcc)[((rg * msplits + sp) * kDTiles + n) * 32 + lane];
+          o[0] += a.x * w[sp][0];
+          o[1] += a.y * w[sp][0];
+          o[2] += a.z * w[sp][1];
+          o[3] += a.w * w[sp][1];
+        }
+      const float2 sig = *reinterpret_cast<const float2*>(sVsig + c);
+      const float2 mu = *reinterpret_cast<const float2*>(sVmu + c);
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        // An empty row (no visible key) has l = 0 and is written as zeros.
+        const float o0 = l_tot[rh] > 0.f ? o[2 * rh] * inv_l[rh] * sig.x + mu.x : 0.f;
+        const float o1 = l_tot[rh] > 0.f ? o[2 * rh + 1] * inv_l[rh] * sig.y + mu.y : 0.f;
+        *reinterpret_cast<uint32_t*>(sOut + (rg * 16 + g8 + 8 * rh) * lay.vp + 2 * c) =
             BF16 ? dev::pack2<true>(o0, o1) : dev::pack2<false>(o0, o1);
       }
-      if (t4 == 0 && r.valid && p.lse != nullptr) {
-        const float lse = empty ? -INFINITY
-                                : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f +
-                                      sLse[row_local];
+    }
+    if (split == 0 && t4 == 0 && p.lse != nullptr) {
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        const RowInfo& r = my_rows[rh];
+        if (!r.valid) continue;
+        const float lse = l_tot[rh] > 0.f
+                              ? (m_tot[rh] + log2f(l_tot[rh]) - kPOffset) * 0.6931471805599453f +
+                                    sLse[rg * 16 + g8 + 8 * rh]
+                              : -INFINITY;
         p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
       }
     }
   }
   __syncthreads();
-  for (int it = tid; it < kSmallRows * row_chunks; it += kSmallThreads) {
+  for (int it = tid; it < ROWS * row_chunks; it += kSmallThreads) {
     const int row = it / row_chunks, ch = it - row * row_chunks;
-    const int packed = rank * kSmallRows + row;
+    const int packed = rank * ROWS + row;
     if (packed >= rows_total) break;  // rows only grow
     const QRow r = q_row(p, hkv, packed);
     uint16_t* dst = static_cast<uint16_t*>(p.o) + b * p.o_stride[0] + r.h * p.o_stride[1] +

@@ -6,10 +6,10 @@
 namespace int8attn {
 namespace {
 
-template <int DPAD, int MODE, bool BF16>
+template <int DPAD, int MODE, bool BF16, int ROWS>
 cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
-  const auto kernel = small::attention_small_kernel<DPAD, MODE, BF16>;
-  const SmallLayout lay = small_layout(DPAD, p.a.D, p.nkp, p.kc);
+  const auto kernel = small::attention_small_kernel<DPAD, MODE, BF16, ROWS>;
+  const SmallLayout lay = small_layout(DPAD, p.a.D, p.nkp, p.kc, ROWS);
   if (lay.total > kSmallMaxSmem || p.cluster < 1 || p.cluster > kSmallMaxCluster)
     return cudaErrorInvalidValue;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -30,22 +30,58 @@ cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
+// 64 query rows per CTA, or 32 (not at dpad 32: a warp's Q pass there covers 8 rows).
+template <int DPAD, int MODE, bool BF16>
+cudaError_t launch_rows(const SmallAttnParams& p, cudaStream_t s) {
+  if (p.rows == 64) return launch<DPAD, MODE, BF16, 64>(p, s);
+  if constexpr (DPAD >= 64) {
+    if (p.rows == 32) return launch<DPAD, MODE, BF16, 32>(p, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
 template <int MODE, bool BF16>
 cudaError_t launch_dpad(const SmallAttnParams& p, int dpad, cudaStream_t s) {
   switch (dpad) {
-    case 32: return launch<32, MODE, BF16>(p, s);
-    case 64: return launch<64, MODE, BF16>(p, s);
-    case 96: return launch<96, MODE, BF16>(p, s);
-    case 128: return launch<128, MODE, BF16>(p, s);
-    case 160: return launch<160, MODE, BF16>(p, s);
-    case 192: return launch<192, MODE, BF16>(p, s);
-    case 224: return launch<224, MODE, BF16>(p, s);
-    case 256: return launch<256, MODE, BF16>(p, s);
+    case 32: return launch_rows<32, MODE, BF16>(p, s);
+    case 64: return launch_rows<64, MODE, BF16>(p, s);
+    case 96: return launch_rows<96, MODE, BF16>(p, s);
+    case 128: return launch_rows<128, MODE, BF16>(p, s);
+    case 160: return launch_rows<160, MODE, BF16>(p, s);
+    case 192: return launch_rows<192, MODE, BF16>(p, s);
+    case 224: return launch_rows<224, MODE, BF16>(p, s);
+    case 256: return launch_rows<256, MODE, BF16>(p, s);
     default: return cudaErrorInvalidValue;
   }
 }
 
 }  // namespace
+
+int small_max_active_clusters(int cluster) {
+  // Any instance will do: all run one 256-thread CTA per SM (registers); the most shared memory
+  // makes that so for this query too.
+  const auto kernel = small::attention_small_kernel<64, kModeFast, false, 32>;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(kSmallMaxSmem)) != cudaSuccess)
+    return 0;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(cluster), 1);
+  cfg.blockDim = dim3(kSmallThreads);
+  cfg.dynamicSmemBytes = kSmallMaxSmem;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the caller's next launch must not see it
+    return 0;
+  }
+  return n;
+}
 
 cudaError_t launch_attention_sm90_small(const SmallAttnParams& p, int dpad, int mode,
                                         cudaStream_t s) {

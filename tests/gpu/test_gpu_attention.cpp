@@ -504,6 +504,10 @@ TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
 // LSE = −inf), per-block K scales, bf16 NHD and the sd15_l3_cfg shape. Where the path does not
 // apply (other GPUs, a head dim whose K/V exceed one CTA's shared memory) the usual kernels run
 // the same cases.
+// The small-problem path (plan_small) picks 32-row CTAs where the doubled grid fits (here: the
+// head-dim loop at D >= 40, the 30-row GQA case, the per-token causal case) and 64-row CTAs
+// otherwise (D = 32, the 400- and 512-row GQA cases, per-block K, the 16-head sd15_l3 shape,
+// whose 16 clusters of 8 would not fit an H100 at once).
 TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
     for (int64_t D : {32, 40, 64, 80, 128, 160, 192, 256})
@@ -523,7 +527,7 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
       int64_t Hq, Hkv, Nq, Nk;
     };
     for (const Shape s : {Shape{8, 2, 100, 77}, Shape{2, 2, 30, 64}, Shape{16, 2, 64, 256}}) {
-      Case c;  // clusters of 7, 1 and 8 CTAs
+      Case c;  // clusters of 7 (64 rows), 1 (32 rows) and 8 (64 rows) CTAs
       c.mode = mode;
       c.Hq = s.Hq;
       c.Hkv = s.Hkv;
