@@ -58,6 +58,25 @@ __device__ __forceinline__ void bulk_load(void* smem, const void* gmem, uint32_t
       "l"(gmem), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
 }
+// Contiguous copy from this CTA's shared memory to CTA `rank` of the cluster, to the same offset
+// `dst` has here; completes `bytes` on that CTA's barrier at the offset `bar` has here (16-byte
+// aligned, size a multiple of 16). The copy engine moves the bytes: no stores are issued.
+__device__ __forceinline__ void bulk_copy_to_cluster_rank(void* dst, const void* src,
+                                                          uint32_t bytes, uint64_t* bar,
+                                                          uint32_t rank) {
+  uint32_t remote_dst, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote_dst)
+               : "r"(smem_addr(dst)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n"
+               : "=r"(remote_bar)
+               : "r"(smem_addr(bar)), "r"(rank));
+  asm volatile(
+      "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, "
+      "[%3];\n" ::"r"(remote_dst),
+      "r"(smem_addr(src)), "r"(bytes), "r"(remote_bar)
+      : "memory");
+}
 // Order this thread's generic-proxy shared-memory writes before later async-proxy reads
 // (wgmma operands written with st.shared).
 __device__ __forceinline__ void fence_proxy_async_smem() {

@@ -5,9 +5,9 @@
 //   B  statistics of that share (channel sums, maxima, minima of K and V) and max |q| of its rows
 //   -- cluster barrier --
 //   C  every CTA combines all ranks' statistics (distributed shared memory): μ_K, α, μ_V, σ_V
-//   D  INT8 K (+ per-key scales) and fp16 / E4M3-valued V of its keys into EVERY CTA's shared
-//      memory; -- arrive at the cluster barrier --; INT8 Q of its rows into its own shared
-//      memory; -- wait at the cluster barrier --
+//   D  INT8 K (+ per-key scales) and fp16 / E4M3-valued V of its keys into its shared memory,
+//      then bulk copies of those rows into every other CTA's (the copy engine; an mbarrier
+//      counts the bytes arriving); INT8 Q of its rows meanwhile; wait for the other shares
 //   E  the 2 or 4 warps of a 16-row group attend interleaved 64-key tiles (online softmax);
 //      their partial results meet in shared memory, each warp merges a slice of the columns,
 //      and O (16-byte stores) and LSE are written.
@@ -129,16 +129,26 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   // ---- A: this CTA's share of raw K/V (one bulk copy per row), its Q rows into registers ---
   const int row_chunks = D / 8;  // 16-byte chunks of a raw row
   const int rows_total = p.G * p.Nq;
-  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + lay.bar);
+  uint64_t* bar = reinterpret_cast<uint64_t*>(smem + lay.bar);  // raw K/V of this CTA's share
+  uint64_t* kv_bar = bar + 1;  // the other CTAs' quantized shares (phase D)
+  // Keys rank r prepares (the rows it sends; whole key-step passes: small_key_quantum).
+  auto keys_of = [&](int r) { return max(0, min(kc, nkp - r * kc)); };
   if (warp == 0) {
     // ptxas may issue the init from the uniform datapath on another lane's behalf: the
     // __syncwarp orders it before lane 0's arrive for racecheck too.
     if (lane == 0) {
       dev::mbar_init(bar, 1);
-      dev::mbar_init_fence();
+      dev::mbar_init(kv_bar, 1);
+      dev::mbar_init_fence();  // visible to the cluster's copies after the first cluster barrier
     }
     __syncwarp();
-    if (lane == 0) dev::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(2 * my_keys * D * 2));
+    if (lane == 0) {
+      dev::mbar_arrive_expect_tx(bar, static_cast<uint32_t>(2 * my_keys * D * 2));
+      uint32_t incoming = 0;
+      for (int r = 0; r < C; ++r)
+        if (r != rank) incoming += static_cast<uint32_t>(keys_of(r)) * (lay.kp + lay.vp + 4);
+      dev::mbar_arrive_expect_tx(kv_bar, incoming);
+    }
   }
   for (int c = tid; c < DPAD; c += kSmallThreads) sQmax[c] = 0u;
   __syncthreads();
@@ -244,6 +254,9 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       for (int s = 0; s < 6; ++s) sPart[s * DPAD + c] = st[s];
     }
   }
+  // The scratch (written above through the generic proxy) is where the other CTAs' copies land
+  // in phase D (async proxy): order the two proxies before the barrier.
+  dev::fence_proxy_async_smem();
   cluster.sync();  // every rank's statistics are published
 
   // ---- C: the head's constants from all ranks' statistics ----------------------------------
@@ -333,18 +346,9 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     }
     __syncthreads();
   }
-  // Every cluster CTA's K, V and key-scale buffers (generic addresses into distributed shared
-  // memory, mapped once; st.shared::cluster to mapa addresses measured the same, run 41g).
-  uint8_t* dst_k[kSmallMaxCluster];
-  uint8_t* dst_v[kSmallMaxCluster];
-  float* dst_s[kSmallMaxCluster];
-#pragma unroll
-  for (int d = 0; d < kSmallMaxCluster; ++d)
-    if (d < C) {
-      dst_k[d] = cluster.map_shared_rank(sK8, d);
-      dst_v[d] = cluster.map_shared_rank(sV16, d);
-      dst_s[d] = cluster.map_shared_rank(sKs, d);
-    }
+  // This CTA's keys go into its own K, V and key-scale rows; the copy engine then sends them to
+  // the other CTAs (stores to every CTA, a branch and 64-bit address per destination, were the
+  // largest stretch of the kernel: NOTES run 42).
   for (int r = r_first; r < rows_here; r += kKeyStep) {
     const int j = key0 + r;  // key index in the head
     float x[8];
@@ -374,19 +378,23 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       h[i] = pv_pair<kFast>(y0, y1);
     }
     if (c0 < DPAD) {
-#pragma unroll
-      for (int d = 0; d < kSmallMaxCluster; ++d)
-        if (d < C) {
-          *reinterpret_cast<uint2*>(dst_k[d] + j * lay.kp + c0) = make_uint2(w[0], w[1]);
-          *reinterpret_cast<uint4*>(dst_v[d] + j * lay.vp + 2 * c0) =
-              make_uint4(h[0], h[1], h[2], h[3]);
-          if (c0 == 0) dst_s[d][j] = scale;
-        }
+      *reinterpret_cast<uint2*>(sK8 + j * lay.kp + c0) = make_uint2(w[0], w[1]);
+      *reinterpret_cast<uint4*>(sV16 + j * lay.vp + 2 * c0) = make_uint4(h[0], h[1], h[2], h[3]);
+      if (c0 == 0) sKs[j] = scale;
     }
   }
-  // Q's quantization is local: it runs between this CTA's arrival at the cluster barrier and
-  // its wait, under the other CTAs' last stores and the barrier's latency.
-  auto kv_stored = cluster.barrier_arrive();
+  dev::fence_proxy_async_smem();  // these rows are read by the copy engine next
+  __syncthreads();
+  if (tid < C && tid != rank && rows_here > 0) {  // one thread per destination CTA
+    const uint32_t d = static_cast<uint32_t>(tid);
+    dev::bulk_copy_to_cluster_rank(sK8 + key0 * lay.kp, sK8 + key0 * lay.kp,
+                                   static_cast<uint32_t>(rows_here * lay.kp), kv_bar, d);
+    dev::bulk_copy_to_cluster_rank(sV16 + key0 * lay.vp, sV16 + key0 * lay.vp,
+                                   static_cast<uint32_t>(rows_here * lay.vp), kv_bar, d);
+    dev::bulk_copy_to_cluster_rank(sKs + key0, sKs + key0, static_cast<uint32_t>(rows_here * 4),
+                                   kv_bar, d);
+  }
+  // Q's quantization is local: it runs while the copies are in flight.
   {
     float inv_alpha[8];
     chunk8(sAlphaInv, inv_alpha);
@@ -397,7 +405,11 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes, c0, sQ8, sQs, sLse);
   }
   __syncthreads();  // every warp's Q rows
-  cluster.barrier_wait(std::move(kv_stored));  // all of K and V here; no remote access after this
+  dev::mbar_wait(kv_bar, 0);  // all of K and V here
+  // This CTA's rows may be overwritten (the merge below) or its shared memory released (exit)
+  // only once the copies reading them are done: each CTA arrives once its own incoming copies
+  // have landed, so all copies are done once all have arrived; the wait is before the merge.
+  auto copies_done = cluster.barrier_arrive();
 
   // ---- E: attention; warps w, w + kGroups, ... share row group w % kGroups, tiles interleave --
   const int g8 = lane >> 2, t4 = lane & 3;
@@ -504,6 +516,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   const int msplits = lay.merge_splits;  // splits that can hold keys: min(kSplits, nkp / 64)
   float* sMergeAcc = reinterpret_cast<float*>(smem + lay.merge);  // [kGroups][msplits][kDTiles][32][4]
   float* sMergeML = sMergeAcc + kGroups * msplits * kDTiles * 32 * 4;  // [kGroups][msplits][2][2][32]
+  cluster.barrier_wait(std::move(copies_done));  // (see the arrive)
   __syncthreads();
   if (split < msplits) {
     float4* dst = reinterpret_cast<float4*>(sMergeAcc) + (rg * msplits + split) * kDTiles * 32 + lane;
