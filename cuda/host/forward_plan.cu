@@ -94,10 +94,13 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
   if (s.rows == kSmallMaxRows) {
     s.cluster = static_cast<int>((rows + kSmallMaxRows - 1) / kSmallMaxRows);
     // For latency-bound grids only: each cluster repeats its head's statistics exchange, and
-    // the warp-level MMAs are slower per SM than the wgmma kernel, so once the grid is more
-    // than two waves the separate preparation plus the wgmma kernel is the better use of the
-    // chip. (The shapes measured, NOTES run 41, are 16 to 80 CTAs.)
-    if (heads * s.cluster > 2 * static_cast<int64_t>(dev.sm_count)) return false;
+    // the warp-level MMAs are slower per SM than the wgmma kernel, so past a wave or two of
+    // clusters the separate preparation plus the wgmma kernel is the better use of the chip.
+    // Measured (NOTES run 42h): two waves still pay for clusters of up to 4 CTAs (256 tokens
+    // at D=160, batch 4-6: 5-15%; 64 tokens, batch 32: 1.9x), three do not (batch 8: 20%
+    // slower), nor do two waves of clusters of 7 (GQA 400 rows: 34% slower).
+    const int64_t fit = dev.small_clusters[s.cluster];  // clusters of this size at once
+    if (fit <= 0 || (heads + fit - 1) / fit > (s.cluster <= 4 ? 2 : 1)) return false;
     s.kc = small_keys_per_cta(s.nkp, s.cluster, quantum);
     if (small_layout(plan.dpad, static_cast<int>(p.D), s.nkp, s.kc, s.rows).total > kSmallMaxSmem)
       return false;
