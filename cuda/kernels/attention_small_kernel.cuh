@@ -157,12 +157,21 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
                      2 * (b * P.k_stride[0] + hkv * P.k_stride[1] + key0 * P.k_stride[2]);
     const char* gv = static_cast<const char*>(P.v) +
                      2 * (b * P.v_stride[0] + hkv * P.v_stride[1] + key0 * P.v_stride[2]);
-    for (int r = tid; r < 2 * my_keys; r += kSmallThreads) {
-      const bool is_v = r >= my_keys;
-      const int row = is_v ? r - my_keys : r;
-      dev::bulk_load((is_v ? sRawV : sRawK) + row * D * 2,
-                     is_v ? gv + 2 * row * P.v_stride[2] : gk + 2 * row * P.k_stride[2], D * 2, bar);
-    }
+    // Rows that follow each other in memory (HND, contiguous heads) come in one copy per tensor;
+    // otherwise one per row. (A warp issues its lanes' bulk copies one after another: 128 row
+    // copies cost the prologue ~60 instructions per lane, NOTES run 42l.)
+    // `first`: the thread that issues the tensor's first copy (K's and V's on different warps).
+    auto load_rows = [&](uint8_t* dst, const char* src, int64_t stride, int first) {
+      if (stride == D) {
+        if (tid == first && my_keys > 0)
+          dev::bulk_load(dst, src, static_cast<uint32_t>(my_keys * D * 2), bar);
+      } else {
+        for (int r = (tid - first + kSmallThreads) % kSmallThreads; r < my_keys; r += kSmallThreads)
+          dev::bulk_load(dst + r * D * 2, src + 2 * r * stride, D * 2, bar);
+      }
+    };
+    load_rows(sRawK, gk, P.k_stride[2], 0);
+    load_rows(sRawV, gv, P.v_stride[2], P.v_stride[2] == D ? 32 : my_keys % kSmallThreads);
   }
   // Q: kLanes lanes per row (one 8-channel chunk each), all passes' 16-byte loads in flight
   // together. (Rows through bulk copies and rolled per-row loops measured slower: NOTES run 41.)
