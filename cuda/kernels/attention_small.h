@@ -4,10 +4,11 @@
 //
 // Why: at a few hundred tokens (sd15_l3_cfg: 256 tokens, head dim 160) the separate preparation
 // launches and the attention kernel are each a chain of latencies on a quarter-full chip
-// (cuda/NOTES.md runs 29-33 and 41). Here each CTA of the cluster takes the statistics of its
-// share of the keys (and of its 64 query rows for channel balancing), the CTAs exchange them
-// through distributed shared memory, each quantizes its share of K and V straight into every
-// CTA's shared memory, and after one more cluster barrier every CTA attends its 64 rows.
+// (cuda/NOTES.md runs 29-33, 41 and 42). Here each CTA of the cluster takes the statistics of its
+// share of the keys (and of its 64 or 32 query rows for channel balancing), the CTAs exchange
+// them through distributed shared memory, each quantizes its share of K and V into its own
+// shared memory and sends it to the others with bulk copies (the copy engine; an mbarrier counts
+// the bytes arriving), and once all shares are in every CTA attends its rows.
 //
 // The quantization maths are those of src/common/quant_math.h (the CPU backend's). Q·Kᵀ is the
 // INT8 m16n8k32 MMA; P·V is the fp16 m16n8k16 MMA in both modes: FAST's E4M3 P and V are rounded

@@ -306,7 +306,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   }
   __syncthreads();
 
-  // ---- D: INT8 K and V (own keys, into every CTA), then INT8 Q (own rows) ----------------------
+  // ---- D: INT8 K and V (own keys, then sent to every CTA), then INT8 Q (own rows) -------------
   // This lane's 8 channels of each constant: two 16-byte loads per array (8 scalar loads per
   // array hit one bank 8 times over: the lanes' chunks are 32 bytes apart).
   auto chunk8 = [&](const float* a, float (&x)[8]) {
