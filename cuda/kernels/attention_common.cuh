@@ -270,16 +270,23 @@ __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, i
 }
 
 // Write the warp's 16 rows of O (acc in the m16n8 / wgmma accumulator layout, l_run reduced
-// over the quad) and the LSE: normalised fp32 rows into the staging area, then 16-byte stores of 8
-// channels with V's scale and mean applied (the same maths as write_output_rows).
+// over the quad) and the LSE, or with split-KV (p.num_splits > 1) this split's partial rows and
+// LSEs: normalised fp32 rows into the staging area, then 16-byte stores of 8 channels with V's
+// scale and mean applied (the same maths as write_output_rows).
 template <int DPAD>
 __device__ __forceinline__ void store_o_rows_staged(const AttnKernelParams& p,
                                                   const float (&acc)[DPAD / 8][4],
                                                   const float (&m_run)[2], const float (&l_run)[2],
                                                   const RowInfo (&my_rows)[2],
                                                   const float (&lse_shift)[2], float kPOffset,
-                                                  int b, int hkv, int L, int64_t kv_head,
-                                                  int packed_row0, int lane, uint8_t* staging) {
+                                                  int split, int b, int hkv, int L,
+                                                  int64_t kv_head, int packed_row0, int lane,
+                                                  uint8_t* staging) {
+  const bool split_out = p.num_splits > 1;
+  // A row's place in the split partials (see write_output_rows).
+  auto part_row = [&](const RowInfo& r) {
+    return ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i;
+  };
   using RC = QChunks<DPAD>;
   constexpr int kPitch = DPAD + 4;  // floats per staged row (staged_o_bytes)
   float* sO = reinterpret_cast<float*>(staging);
@@ -297,11 +304,12 @@ __device__ __forceinline__ void store_o_rows_staged(const AttnKernelParams& p,
     const RowInfo& r = my_rows[rh];
     if (t4 == 0) {
       sEmpty[row] = empty ? 1.f : 0.f;
-      if (r.valid && p.lse != nullptr)
-        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] =
-            empty ? -INFINITY
-                  : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f +
-                        lse_shift[rh];
+      const float lse = empty ? -INFINITY
+                              : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f +
+                                    lse_shift[rh];
+      if (r.valid && split_out) p.part_lse[part_row(r)] = lse;
+      else if (r.valid && p.lse != nullptr)
+        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
     }
   }
   __syncwarp();
@@ -327,6 +335,15 @@ __device__ __forceinline__ void store_o_rows_staged(const AttnKernelParams& p,
     const float4 hi = *reinterpret_cast<const float4*>(sO + row * kPitch + c0 + 4);
     const bool empty = sEmpty[row] != 0.f;
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    if (split_out) {  // fp32 partial rows of D floats (D % 8 == 0: 32-byte aligned chunks)
+      float o[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[i] = empty ? 0.f : v[i] * sc[i] + mu[i];
+      float4* dst = reinterpret_cast<float4*>(p.part_o + part_row(ri) * p.D + c0);
+      dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_float4(o[4], o[5], o[6], o[7]);
+      continue;
+    }
     uint32_t w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {

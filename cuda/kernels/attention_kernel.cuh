@@ -47,11 +47,13 @@ struct AttnTraits {
   static constexpr bool kPvBf16 = (MODE == kModeExact) && BF16;  // BALANCED V is fp16
   // Q in and O out through per-warp staging areas (rolled loops instead of ~3,000 unrolled
   // instructions per warp, fetched cold: NOTES run 29) above head dim 128, where the unrolled
-  // paths are longest: raw Q in the K/V stages (free until the first tile load), O anywhere
-  // (the K/V loop is over, and Q's scales and shifts are in registers by then).
-  static constexpr bool kStagedQ =
-      kInt8QK && DPAD > 128 && WARPS * staged_q_bytes<DPAD>() <= 2 * kStageBytes;
-  static constexpr bool kStagedO = kInt8QK && DPAD > 128 && WARPS * staged_o_bytes<DPAD>() <= kSmemBytes;
+  // paths are longest, and in the 1-warp decode CTAs at every head dim (their one warp has no
+  // other warp to hide the fetches behind: 36% of a decode call's stall samples, NOTES run 43):
+  // raw Q in the K/V stages (free until the first tile load), O anywhere (the K/V loop is
+  // over, and Q's scales and shifts are in registers by then).
+  static constexpr bool kStagedIO = kInt8QK && (DPAD > 128 || WARPS == 1);
+  static constexpr bool kStagedQ = kStagedIO && WARPS * staged_q_bytes<DPAD>() <= 2 * kStageBytes;
+  static constexpr bool kStagedO = kStagedIO && WARPS * staged_o_bytes<DPAD>() <= kSmemBytes;
 };
 
 // Visibility of key tile [j0, j0+64) for this thread's row (threads 0..63 own one row each).
@@ -397,8 +399,8 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
   }
-  if (T::kStagedO && p.num_splits == 1 && p.o_vec)
-    store_o_rows_staged<DPAD>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L,
+  if (T::kStagedO && (p.num_splits > 1 || p.o_vec))
+    store_o_rows_staged<DPAD>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, split, b, hkv, L,
                               kv_head, m_tile * kAttnBlockM + warp * 16, lane,
                               smem + warp * staged_o_bytes<DPAD>());
   else

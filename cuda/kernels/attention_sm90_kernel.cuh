@@ -529,7 +529,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   }
   const float (&o_out)[T::kDTiles][4] = reinterpret_cast<const float (&)[T::kDTiles][4]>(o);
   if (T::kStagedIO && p.num_splits == 1 && p.o_vec)
-    store_o_rows_staged<DPAD>(p, o_out, m_run, l_run, my_rows, lse_shift, kPOffset, b, hkv, L, kv_head,
+    store_o_rows_staged<DPAD>(p, o_out, m_run, l_run, my_rows, lse_shift, kPOffset, split, b, hkv, L, kv_head,
                             m_tile * T::kBM + row0, lane, staging + (warp - 4) * T::kWarpStagingBytes);
   else
     write_output_rows<DPAD, true>(p, o_out, m_run, l_run, my_rows, lse_shift, kPOffset, split, b,
