@@ -90,6 +90,34 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], 
 #endif
 }
 
+// The FP8 m16n8k32 product d += a·b as two fp16 m16n8k16 MMAs with fp32 accumulation, for
+// sm90, which has no FP8 mma.sync. Each 32-bit fragment register of E4M3 bytes (k = 4t..4t+3
+// of thread t, or 16 + 4t..) becomes two fp16x2 registers that the fp16 MMA reads as k = 2t,
+// 2t+1 and 2t+8, 2t+9: the same permutation of k on both operands, so the sum is unchanged.
+// `a16` holds a's unpacked halves (unpack_a_e4m3, once per P tile); b is unpacked here.
+__device__ __forceinline__ void unpack2_e4m3(uint32_t w, uint32_t& lo, uint32_t& hi) {
+  // Halves by register selectors (a shift per word otherwise).
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+}
+__device__ __forceinline__ void unpack_a_e4m3(const uint32_t (&a)[4], uint32_t (&a16)[2][4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    unpack2_e4m3(a[2 * h], a16[h][0], a16[h][2]);
+    unpack2_e4m3(a[2 * h + 1], a16[h][1], a16[h][3]);
+  }
+}
+__device__ __forceinline__ void mma_e4m3_as_f16(float (&d)[4], const uint32_t (&a16)[2][4],
+                                                uint32_t b0, uint32_t b1) {
+  uint32_t lo, hi;
+  unpack2_e4m3(b0, lo, hi);
+  mma_16816<false>(d, a16[0], lo, hi);
+  unpack2_e4m3(b1, lo, hi);
+  mma_16816<false>(d, a16[1], lo, hi);
+}
+
 // int32 -> float for |x| < 2^22 on the integer and FMA pipes (1.5·2^23 + x is exact in a
 // float's mantissa), leaving the special-function pipe to the softmax exponentials. INT8 Q·Kᵀ
 // accumulators qualify: |acc| <= 127·127·256 < 2^22.

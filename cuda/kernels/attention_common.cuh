@@ -68,7 +68,7 @@ __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
 // exponentials in place (times 2^kPOffset: FAST scales P by 448), the running sums rescaled,
 // and O's rescale factor per row half. A row that has seen no key yet keeps m = −inf and uses 0
 // as its reference so no NaN appears.
-template <int DT>
+template <bool kSkipUnitRescale = false, int DT>
 __device__ __forceinline__ void online_softmax_step(float (&s)[8][4], float (&m_run)[2],
                                                     float (&l_run)[2], float (&acc)[DT][4],
                                                     float kPOffset) {
@@ -91,6 +91,11 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[8][4], float (&m_
     }
     l_run[rh] *= alpha[rh];
   }
+  // Once the row maxima settle, alpha is exactly 1 (ex2 of 0) for most tiles: skip the
+  // multiplies when it is for every row of the warp (a warp-uniform branch). Long key loops
+  // gain (decode, NOTES run 44); the cluster kernel's short ones lose 2.5% (sd15_l3).
+  if constexpr (kSkipUnitRescale)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
   for (int n = 0; n < DT; ++n) {
     acc[n][0] *= alpha[0];
@@ -235,34 +240,51 @@ inline constexpr int staged_o_bytes() { return 16 * (DPAD * 4 + 16) + 64; }
 // instead of ~1,400 unrolled ones, with every global access 16 bytes wide. Lane mapping of
 // both: QChunks (kLanes lanes per row, 8 channels each).
 
+// No other copies to start beside Q's (stage_q_rows_staged's default).
+struct NoOtherCopies {
+  __device__ void operator()() const {}
+};
+
 // Stage the warp's 16 query rows (packed rows packed_row0.., shared rows r_local0..) in sQ as
-// INT8 with per-row scales: the same maths as stage_q_warp_rows.
-template <int DPAD, typename QTile>
+// INT8 with per-row scales: the same maths as stage_q_warp_rows. kOtherCopies: other_copies()
+// starts and commits exactly one more cp.async group once Q's copies are on their way (a key
+// tile to fly during the quantization); the wait then leaves that group in flight.
+template <int DPAD, typename QTile, bool kOtherCopies = false, typename F = NoOtherCopies>
 __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, int b, int hkv,
                                                   int L, int64_t kv_head, int packed_row0,
                                                   int r_local0, uint8_t* sQ, float* sQScale,
-                                                  float* sLseShift, int lane, uint8_t* staging) {
+                                                  float* sLseShift, int lane, uint8_t* staging,
+                                                  F&& other_copies = F{}) {
   using QC = QChunks<DPAD>;
   const int chunk = lane % QC::kLanes, c0 = chunk * 8;
   const bool live_chunk = c0 < p.D;
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
   // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once, from a
-  // rolled loop that holds no registers for them.
+  // rolled loop that holds no registers for them. Passes without a valid row (decode: 4 of 16
+  // rows live) are marked and later only zeroed, not quantized (NOTES run 44).
+  uint32_t live_passes = 0;
 #pragma unroll 1
   for (int ps = 0; ps < QC::kPasses; ++ps) {
     const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
     const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
     const bool ok = ri.valid && live_chunk;
+    if (__any_sync(0xffffffffu, ri.valid)) live_passes |= 1u << ps;
     const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2] + c0;
     dev::cp_async_16(staging + (row * QC::kLanes + chunk) * 16, q16 + (ok ? off : 0), ok);
   }
   dev::cp_async_commit();
+  if constexpr (kOtherCopies) other_copies();
   float kmu[8], inv_alpha[8];  // while the copies fly
   q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
-  dev::cp_async_wait<0>();  // each lane reads back only its own copies
+  dev::cp_async_wait<kOtherCopies ? 1 : 0>();  // each lane reads back only its own copies
 #pragma unroll 1
   for (int ps = 0; ps < QC::kPasses; ++ps) {
     const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
+    if (!((live_passes >> ps) & 1u)) {  // warp-uniform: rows no one reads back, kept finite
+      if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local0 + row, c0)) = uint2{0u, 0u};
+      if (c0 == 0) sQScale[r_local0 + row] = sLseShift[r_local0 + row] = 0.f;
+      continue;
+    }
     const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * QC::kLanes + chunk) * 16);
     quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, inv_alpha, r_local0 + row, c0,
                                               sQ, sQScale, sLseShift);  // zeros outside Q

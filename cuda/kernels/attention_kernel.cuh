@@ -80,6 +80,41 @@ __device__ __forceinline__ void tile_visibility(const AttnKernelParams& p, int b
   }
 }
 
+// cp.async of a [ROWS][Tile::kRowBytes] tile whose global rows lie `gstride` bytes apart into a
+// SwizzledTile, THREADS threads sharing the 16-byte chunks. Where the threads cover whole rows,
+// each thread keeps one column and steps down the rows: the XOR swizzle repeats every 8 rows,
+// so its few shared-memory offsets are computed once and the rest are immediates; the copy is
+// then ~2-3 instructions a chunk instead of ~20 for a runtime chunk loop with the swizzle
+// recomputed per chunk (~650 instructions a tile in the 1-warp decode CTA: NOTES run 44).
+template <typename Tile, int ROWS, int THREADS>
+__device__ __forceinline__ void cp_async_tile(uint8_t* s, const uint8_t* g, int64_t gstride,
+                                              int tid) {
+  constexpr int C = Tile::kChunks;
+  if constexpr (THREADS % C == 0) {
+    constexpr int kRowsPerPass = THREADS / C;
+    constexpr int kPasses = (ROWS + kRowsPerPass - 1) / kRowsPerPass;
+    constexpr int kPhases = (!Tile::kPow2 || kRowsPerPass % 8 == 0) ? 1 : 8 / kRowsPerPass;
+    const int row0 = tid / C, col = (tid % C) * 16;
+    int soff[kPhases];
+#pragma unroll
+    for (int ph = 0; ph < kPhases; ++ph) soff[ph] = Tile::offset(row0 + ph * kRowsPerPass, col);
+    const uint8_t* g0 = g + row0 * gstride + col;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      if (ROWS % kRowsPerPass == 0 || row0 + i * kRowsPerPass < ROWS)
+        dev::cp_async_16(s + soff[i % kPhases] + (i / kPhases) * kPhases * kRowsPerPass * Tile::kPitch,
+                         g0 + static_cast<int64_t>(i * kRowsPerPass) * gstride, true);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < (ROWS * C + THREADS - 1) / THREADS; ++i) {
+      const int c = tid + i * THREADS, row = c / C, col = (c % C) * 16;
+      if ((ROWS * C) % THREADS == 0 || c < ROWS * C)
+        dev::cp_async_16(s + Tile::offset(row, col), g + row * gstride + col, true);
+    }
+  }
+}
+
 // S = Q·Kᵀ for one warp's 16 rows x 64 keys (8 n-tiles of 8 keys): INT8 m16n8k32 into int
 // accumulators, or fp16/bf16 m16n8k16 into float ones. K comes from the swizzled smem tile.
 template <typename T, bool BF16, typename Acc>
@@ -135,12 +170,91 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
                                                              (T::kFp8PV ? 1 : 2);
   const float* gKs = T::kInt8QK ? p.k_scale + kv_head * p.nk_pad : nullptr;
 
+  const RowInfo my_rows[2] = {row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8, L),
+                              row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8 + 8, L)};
+  const RowInfo vis_row = row_info(p, hkv, m_tile * kAttnBlockM + (tid & (kAttnBlockM - 1)), L);
+  // Smallest and largest visible key range over the CTA's valid rows (no block mask: a tile is
+  // skipped when no row reaches it and needs no per-element masking when every row covers it).
+  __shared__ int s_min_hi, s_max_hi;
+  if (tid == 0) {
+    s_min_hi = 0x7fffffff;
+    s_max_hi = 0;
+  }
+  __syncthreads();
+  if (tid < kAttnBlockM && vis_row.valid) {
+    atomicMin(&s_min_hi, vis_row.hi);
+    atomicMax(&s_max_hi, vis_row.hi);
+  }
+  __syncthreads();
+  const int min_hi = s_min_hi, max_hi = s_max_hi;
+
+  // ---- key-tile range of this CTA (split-KV) ------------------------------------------------
+  int t_begin = 0, t_end = (max_hi + kAttnBlockN - 1) / kAttnBlockN;
+  if (p.num_splits > 1) {
+    t_begin = split * p.tiles_per_split;
+    t_end = min(t_end, t_begin + p.tiles_per_split);
+  }
+
+  // Next tile at or after `t` that some row can see; sets `full` when every row sees all of it.
+  auto next_visible = [&](int t, bool& full) -> int {
+    if (p.mask == nullptr) {  // rows see a prefix [0, hi) of the keys: tiles up to t_end
+      full = (t + 1) * kAttnBlockN <= min_hi;
+      return t < t_end ? t : t_end;
+    }
+    for (; t < t_end; ++t) {
+      bool any, all;
+      tile_visibility(p, b, vis_row, t * kAttnBlockN, any, all);
+      if (tid >= kAttnBlockM) {
+        any = false;
+        all = true;
+      }
+      const int cta_any = __syncthreads_or(any);
+      const int cta_all = __syncthreads_and(all);
+      if (cta_any) {
+        full = cta_all != 0;
+        return t;
+      }
+    }
+    full = true;
+    return t_end;
+  };
+
+  auto load_tile = [&](int t, int stage) {
+    uint8_t* sK = sStage + stage * T::kStageBytes;
+    uint8_t* sV = sK + T::kKBytes;
+    float* sKs = reinterpret_cast<float*>(sV + T::kVBytes);
+    const int64_t key0 = static_cast<int64_t>(t) * kAttnBlockN;
+    cp_async_tile<typename T::QTile, kAttnBlockN, kAttnThreads>(sK, gK + key0 * T::kQRowBytes,
+                                                                T::kQRowBytes, tid);
+    if constexpr (T::kFp8PV)  // V^T: DPAD rows of 64 keys, taken from rows of nk_pad bytes
+      cp_async_tile<typename T::VTile, T::kVRows, kAttnThreads>(sV, gV + key0, p.nk_pad, tid);
+    else
+      cp_async_tile<typename T::VTile, T::kVRows, kAttnThreads>(sV, gV + key0 * T::kVRowBytes,
+                                                                T::kVRowBytes, tid);
+    if constexpr (T::kInt8QK) {
+      if (tid < kAttnBlockN / 4) dev::cp_async_16(sKs + tid * 4, gKs + key0 + tid * 4, true);
+    }
+    dev::cp_async_commit();
+  };
+
+  bool full = true;
+  int t = next_visible(t_begin, full);
+  // The first key tile flies during the Q prologue where Q stages outside stage 0 (NOTES
+  // run 44: the 1-warp decode CTAs; their prologue is a fifth of their time).
+  constexpr bool kEarlyTile = T::kStagedQ && WARPS * staged_q_bytes<DPAD>() <= T::kStageBytes;
+  auto first_tile = [&] {
+    if (t < t_end) load_tile(t, 0);
+    else dev::cp_async_commit();  // an empty group: the prologue waits for all but one
+  };
+
   // ---- prologue: load Q rows, (balance, ) quantize, stage in shared memory ----------------
   if (T::kStagedQ && p.q_vec && !p.q_per_block) {
-    stage_q_rows_staged<DPAD, typename T::QTile>(
+    stage_q_rows_staged<DPAD, typename T::QTile, kEarlyTile>(
         p, b, hkv, L, kv_head, m_tile * kAttnBlockM + warp * 16, warp * 16, sQ, sQScale,
-        sLseShift, lane, sStage + warp * staged_q_bytes<DPAD>());
+        sLseShift, lane,
+        sStage + (kEarlyTile ? T::kStageBytes : 0) + warp * staged_q_bytes<DPAD>(), first_tile);
   } else {
+    if constexpr (kEarlyTile) first_tile();  // this path reads Q from global memory directly
     float row_absmax[16];
     stage_q_warp_rows<DPAD, T::kInt8QK, BF16, typename T::QTile>(
         p, b, hkv, L, kv_head, m_tile * kAttnBlockM + warp * 16, warp * 16, sQ, sQScale, sLseShift,
@@ -198,84 +312,6 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     q_scale_row[1] = sQScale[warp * 16 + g8 + 8];
   }
   const float lse_shift[2] = {sLseShift[warp * 16 + g8], sLseShift[warp * 16 + g8 + 8]};
-  const RowInfo my_rows[2] = {row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8, L),
-                              row_info(p, hkv, m_tile * kAttnBlockM + warp * 16 + g8 + 8, L)};
-  const RowInfo vis_row = row_info(p, hkv, m_tile * kAttnBlockM + (tid & (kAttnBlockM - 1)), L);
-  // Smallest and largest visible key range over the CTA's valid rows (no block mask: a tile is
-  // skipped when no row reaches it and needs no per-element masking when every row covers it).
-  __shared__ int s_min_hi, s_max_hi;
-  if (tid == 0) {
-    s_min_hi = 0x7fffffff;
-    s_max_hi = 0;
-  }
-  __syncthreads();
-  if (tid < kAttnBlockM && vis_row.valid) {
-    atomicMin(&s_min_hi, vis_row.hi);
-    atomicMax(&s_max_hi, vis_row.hi);
-  }
-  __syncthreads();
-  const int min_hi = s_min_hi, max_hi = s_max_hi;
-
-  // ---- key-tile range of this CTA (split-KV) ------------------------------------------------
-  int t_begin = 0, t_end = (max_hi + kAttnBlockN - 1) / kAttnBlockN;
-  if (p.num_splits > 1) {
-    t_begin = split * p.tiles_per_split;
-    t_end = min(t_end, t_begin + p.tiles_per_split);
-  }
-
-  // Next tile at or after `t` that some row can see; sets `full` when every row sees all of it.
-  auto next_visible = [&](int t, bool& full) -> int {
-    if (p.mask == nullptr) {  // rows see a prefix [0, hi) of the keys: tiles up to t_end
-      full = (t + 1) * kAttnBlockN <= min_hi;
-      return t < t_end ? t : t_end;
-    }
-    for (; t < t_end; ++t) {
-      bool any, all;
-      tile_visibility(p, b, vis_row, t * kAttnBlockN, any, all);
-      if (tid >= kAttnBlockM) {
-        any = false;
-        all = true;
-      }
-      const int cta_any = __syncthreads_or(any);
-      const int cta_all = __syncthreads_and(all);
-      if (cta_any) {
-        full = cta_all != 0;
-        return t;
-      }
-    }
-    full = true;
-    return t_end;
-  };
-
-  auto load_tile = [&](int t, int stage) {
-    uint8_t* sK = sStage + stage * T::kStageBytes;
-    uint8_t* sV = sK + T::kKBytes;
-    float* sKs = reinterpret_cast<float*>(sV + T::kVBytes);
-    const int64_t key0 = static_cast<int64_t>(t) * kAttnBlockN;
-    const uint8_t* srcK = gK + key0 * T::kQRowBytes;
-    for (int c = tid; c < kAttnBlockN * T::kQRowBytes / 16; c += kAttnThreads) {
-      const int row = c / (T::kQRowBytes / 16), col = (c % (T::kQRowBytes / 16)) * 16;
-      dev::cp_async_16(sK + T::QTile::offset(row, col), srcK + row * T::kQRowBytes + col, true);
-    }
-    if constexpr (T::kFp8PV) {
-      // V^T: DPAD rows of 64 keys, taken from rows of nk_pad bytes.
-      for (int c = tid; c < T::kVRows * 4; c += kAttnThreads) {
-        const int row = c / 4, col = (c % 4) * 16;
-        dev::cp_async_16(sV + T::VTile::offset(row, col), gV + row * p.nk_pad + key0 + col, true);
-      }
-    } else {
-      const uint8_t* srcV = gV + key0 * DPAD * 2;
-      for (int c = tid; c < T::kVRows * T::kVRowBytes / 16; c += kAttnThreads) {
-        const int row = c / (T::kVRowBytes / 16), col = (c % (T::kVRowBytes / 16)) * 16;
-        dev::cp_async_16(sV + T::VTile::offset(row, col), srcV + row * T::kVRowBytes + col, true);
-      }
-    }
-    if constexpr (T::kInt8QK) {
-      if (tid < kAttnBlockN / 4) dev::cp_async_16(sKs + tid * 4, gKs + key0 + tid * 4, true);
-    }
-    dev::cp_async_commit();
-  };
-
   // ---- main loop -----------------------------------------------------------------------------
   float acc[T::kDTiles][4];
 #pragma unroll
@@ -285,10 +321,8 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
   // FAST: P is scaled by 448 (E4M3's largest value) before rounding, folded into the exponent.
   constexpr float kPOffset = T::kFp8PV ? 8.807354922057604f : 0.f;  // log2(448)
 
-  bool full = true;
-  int t = next_visible(t_begin, full);
   int stage = 0;
-  if (t < t_end) load_tile(t, 0);
+  if (!kEarlyTile && t < t_end) load_tile(t, 0);
   while (t < t_end) {
     bool full_next = true;
     const int tn = next_visible(t + 1, full_next);
@@ -338,7 +372,7 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         }
     }
 
-    online_softmax_step(s, m_run, l_run, acc, kPOffset);
+    online_softmax_step</*kSkipUnitRescale=*/true>(s, m_run, l_run, acc, kPOffset);
 
     // O += P·V.
     if constexpr (T::kFp8PV) {
@@ -350,22 +384,53 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         pa[kk][1] = dev::pack4_e4m3(s[n0][2], s[n0][3], s[n0 + 1][2], s[n0 + 1][3]);
         pa[kk][2] = dev::pack4_e4m3(s[n0 + 2][0], s[n0 + 2][1], s[n0 + 3][0], s[n0 + 3][1]);
         pa[kk][3] = dev::pack4_e4m3(s[n0 + 2][2], s[n0 + 2][3], s[n0 + 3][2], s[n0 + 3][3]);
-        l_run[0] += dev::sum4_e4m3(pa[kk][0]) + dev::sum4_e4m3(pa[kk][2]);
-        l_run[1] += dev::sum4_e4m3(pa[kk][1]) + dev::sum4_e4m3(pa[kk][3]);
+        if constexpr (ARCH < 90) {  // sm90: on the tensor cores below
+          l_run[0] += dev::sum4_e4m3(pa[kk][0]) + dev::sum4_e4m3(pa[kk][2]);
+          l_run[1] += dev::sum4_e4m3(pa[kk][1]) + dev::sum4_e4m3(pa[kk][3]);
+        }
+      }
+      // sm90 has no FP8 mma.sync: fp16 MMAs on the unpacked E4M3 values, accumulating into O
+      // directly (fp32; ptxas's own emulation adds each product to C with 4 FADDs instead).
+      [[maybe_unused]] uint32_t pa16[2][2][4];
+      if constexpr (ARCH >= 90) {
+        dev::unpack_a_e4m3(pa[0], pa16[0]);
+        dev::unpack_a_e4m3(pa[1], pa16[1]);
+        // The row sums of the rounded P on the tensor cores: P times a column of ones. Every
+        // lane of a quad gets its rows' full sums; lane t4 == 0 adds them, as the epilogue sums
+        // l_run over the quad (NOTES run 44).
+        constexpr uint32_t kOnes = 0x3c003c00u;  // fp16 1.0 x2
+        float lt[4] = {0.f, 0.f, 0.f, 0.f};
+        dev::mma_16816<false>(lt, pa16[0][0], kOnes, kOnes);
+        dev::mma_16816<false>(lt, pa16[0][1], kOnes, kOnes);
+        dev::mma_16816<false>(lt, pa16[1][0], kOnes, kOnes);
+        dev::mma_16816<false>(lt, pa16[1][1], kOnes, kOnes);
+        if (t4 == 0) {
+          l_run[0] += lt[0];
+          l_run[1] += lt[2];
+        }
       }
 #pragma unroll
       for (int dn = 0; dn < T::kDTiles; ++dn) {
         uint32_t vf[4];
         dev::ldmatrix_x4(vf, sV + T::VTile::offset(dn * 8 + (lane & 7), (lane >> 3) * 16));
-        float tmp[4] = {0.f, 0.f, 0.f, 0.f};  // two-level accumulation: one tile, then fp32
-        dev::mma_e4m3(tmp, pa[0], vf[0], vf[1]);
-        dev::mma_e4m3(tmp, pa[1], vf[2], vf[3]);
-        acc[dn][0] += tmp[0];
-        acc[dn][1] += tmp[1];
-        acc[dn][2] += tmp[2];
-        acc[dn][3] += tmp[3];
+        if constexpr (ARCH >= 90) {
+          dev::mma_e4m3_as_f16(acc[dn], pa16[0], vf[0], vf[1]);
+          dev::mma_e4m3_as_f16(acc[dn], pa16[1], vf[2], vf[3]);
+        } else {
+          float tmp[4] = {0.f, 0.f, 0.f, 0.f};  // two-level accumulation: one tile, then fp32
+          dev::mma_e4m3(tmp, pa[0], vf[0], vf[1]);
+          dev::mma_e4m3(tmp, pa[1], vf[2], vf[3]);
+          acc[dn][0] += tmp[0];
+          acc[dn][1] += tmp[1];
+          acc[dn][2] += tmp[2];
+          acc[dn][3] += tmp[3];
+        }
       }
     } else {
+      // Row sums of the rounded P the MMA sees (consistent numerator and denominator), as P
+      // times a column of ones on the tensor cores like the FAST path's.
+      constexpr uint32_t kOnes = T::kPvBf16 ? 0x3f803f80u : 0x3c003c00u;  // 1.0 x2
+      float lt[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t pa[4];
@@ -373,9 +438,7 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         pa[1] = dev::pack2<T::kPvBf16>(s[2 * ks][2], s[2 * ks][3]);
         pa[2] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
         pa[3] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
-        // Row sums of the rounded P the MMA sees (consistent numerator and denominator).
-        l_run[0] += dev::sum2<T::kPvBf16>(pa[0]) + dev::sum2<T::kPvBf16>(pa[2]);
-        l_run[1] += dev::sum2<T::kPvBf16>(pa[1]) + dev::sum2<T::kPvBf16>(pa[3]);
+        dev::mma_16816<T::kPvBf16>(lt, pa, kOnes, kOnes);
 #pragma unroll
         for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
           uint32_t vf[4];
@@ -385,6 +448,10 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
           dev::mma_16816<T::kPvBf16>(acc[2 * dp], pa, vf[0], vf[1]);
           dev::mma_16816<T::kPvBf16>(acc[2 * dp + 1], pa, vf[2], vf[3]);
         }
+      }
+      if (t4 == 0) {
+        l_run[0] += lt[0];
+        l_run[1] += lt[2];
       }
     }
     __syncthreads();  // this stage may be overwritten by the next load

@@ -491,7 +491,10 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           if (j0 + n * 8 + 2 * t4 + (e & 1) >= my_rows[e >> 1].hi) s[n][e] = -INFINITY;
     }
     online_softmax_step(s, m_run, l_run, acc, kPOffset);
-    // O += P·V, 16 keys a step; the row sums add the rounded P the MMA sees.
+    // O += P·V, 16 keys a step; the row sums add the rounded P the MMA sees, as P times a
+    // column of ones on the tensor cores (every lane of a quad gets the full sums; lane t4 == 0
+    // adds them, as the quad is summed after the loop).
+    float lt[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       uint32_t pa[4];
@@ -499,8 +502,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       pa[1] = pv_pair<kFast>(s[2 * ks][2], s[2 * ks][3]);
       pa[2] = pv_pair<kFast>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
       pa[3] = pv_pair<kFast>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
-      l_run[0] += dev::sum2<false>(pa[0]) + dev::sum2<false>(pa[2]);
-      l_run[1] += dev::sum2<false>(pa[1]) + dev::sum2<false>(pa[3]);
+      dev::mma_16816<false>(lt, pa, 0x3c003c00u, 0x3c003c00u);  // fp16 1.0 x2
 #pragma unroll
       for (int dp = 0; dp < kDTiles / 2; ++dp) {
         uint32_t vf[4];
@@ -510,6 +512,10 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
         dev::mma_16816<false>(acc[2 * dp], pa, vf[0], vf[1]);
         dev::mma_16816<false>(acc[2 * dp + 1], pa, vf[2], vf[3]);
       }
+    }
+    if (t4 == 0) {
+      l_run[0] += lt[0];
+      l_run[1] += lt[2];
     }
   }
 #pragma unroll
