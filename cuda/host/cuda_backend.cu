@@ -120,6 +120,7 @@ class CudaBackend final : public Backend {
       c.dtype = p.dtype;
       c.lse = p.lse;
       for (int i = 0; i < 3; ++i) c.lse_stride[i] = p.lse_stride[i];
+      c.launch_early = dev_.cc_major >= 9;
       cuda_check(launch_combine(c, s), "split-KV combine kernel launch");
     }
   }

@@ -240,6 +240,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.key_offset = 0;
     k.fill_tail = true;
     k.sm_count = dev.sm_count;
+    k.chain = dev.cc_major >= 9;
 
     const size_t kbytes = exact ? 2 : 1, vbytes = fast ? 1 : 2;
     k.partials = ws.take<float>(static_cast<size_t>(
@@ -252,6 +253,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.k_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * kbytes);
     k.v_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * vbytes);
     plan.run_prep = true;
+    a.launch_early = k.chain;
 
     a.k = k.k_out;
     a.k_scale = k.k_scale;

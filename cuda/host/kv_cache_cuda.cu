@@ -27,6 +27,10 @@ class CudaKvCache final : public KvCacheImpl {
     stats_.resize(static_cast<size_t>(3 * heads_ * dpad_) * sizeof(float));
     cuda_check(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, spec.device_id),
                "cudaDeviceGetAttribute");
+    int cc_major = 0;
+    cuda_check(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, spec.device_id),
+               "cudaDeviceGetAttribute");
+    chain_ = cc_major >= 9;
     // Zero once so padding keys/channels are finite zeros forever (masked keys still meet P=0).
     cuda_check(cudaMemsetAsync(k_.get(), 0, k_.size(), stream), "cudaMemsetAsync");
     cuda_check(cudaMemsetAsync(k_scale_.get(), 0, k_scale_.size(), stream), "cudaMemsetAsync");
@@ -67,6 +71,7 @@ class CudaKvCache final : public KvCacheImpl {
     p.key_offset = length_;
     p.fill_tail = false;
     p.sm_count = sm_count_;
+    p.chain = chain_;
     const cudaStream_t s = static_cast<cudaStream_t>(a.stream);
     DeviceGuard guard(spec_.device_id);
     if (length_ == 0) {
@@ -74,7 +79,7 @@ class CudaKvCache final : public KvCacheImpl {
       p.partials = static_cast<float*>(backend_.workspace(floats * sizeof(float)));
       cuda_check(launch_kv_stats_reduce(p, s), "cache statistics kernel launch");
     }
-    cuda_check(launch_kv_quantize(p, s), "cache quantization kernel launch");
+    cuda_check(launch_kv_quantize(p, s, length_ == 0), "cache quantization kernel launch");
     length_ += a.n;
   }
 
@@ -98,6 +103,7 @@ class CudaKvCache final : public KvCacheImpl {
   CacheSpec spec_;
   Backend& backend_;
   int dpad_ = 0, sm_count_ = 132;
+  bool chain_ = false;  // sm_90+: the quantization launches early after the statistics
   int64_t cap_pad_ = 0, heads_ = 0, length_ = 0;
   DeviceBuffer k_, k_scale_, v_, stats_;  // stats_: k_mean | v_mean | v_scale
 };

@@ -9,6 +9,7 @@
 
 #include "common/quant_math.h"
 #include "device/mma.cuh"
+#include "device/pdl.cuh"
 #include "kernels/attention_params.h"
 
 namespace int8attn {
@@ -150,6 +151,55 @@ __device__ __forceinline__ float lane_group_max_nonneg(float x) {
   }
 }
 
+// Eight fp16 (kBf16 false) or bf16 values of a 16-byte word as floats.
+template <bool kBf16>
+__device__ __forceinline__ void unpack8(const uint4& w, float (&x)[8]) {
+  const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if constexpr (kBf16) {  // a bf16 is the upper half of its float
+      x[2 * i] = __uint_as_float(u[i] << 16);
+      x[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
+      x[2 * i] = f.x;
+      x[2 * i + 1] = f.y;
+    }
+  }
+}
+// The same for a runtime element type (INT8ATTN_DTYPE_F16 = 1, BF16 = 2): one uniform branch.
+__device__ __forceinline__ void unpack8(const uint4& w, int dtype, float (&x)[8]) {
+  if (dtype == 1) unpack8<false>(w, x);
+  else unpack8<true>(w, x);
+}
+
+// The largest |x_i| of eight floats, as a tree (three dependent steps, not seven).
+__device__ __forceinline__ float absmax8(const float (&x)[8]) {
+  const float a = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
+  const float b = fmaxf(fmaxf(fabsf(x[4]), fabsf(x[5])), fmaxf(fabsf(x[6]), fabsf(x[7])));
+  return fmaxf(a, b);
+}
+
+// Eight floats times 1/scale as INT8 (round-to-nearest-even and the ±127 clamp, as
+// qm::quantize_int8, but with the product and the rounding fused into one FMA), packed in two
+// words. x·inv + 1.5·2^23 (one FMA) puts the rounded integer in the low
+// mantissa bits, the clamp works on that form and PRMTs gather the low bytes: three FP
+// instructions and under one PRMT an element, none on the conversion pipe.
+__device__ __forceinline__ uint2 quantize8_int8(const float (&x)[8], float inv) {
+  constexpr float kMagic = 12582912.0f;  // 1.5·2^23
+  uint32_t b[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float t = fmaf(x[i], inv, kMagic);
+    b[i] = __float_as_uint(fminf(fmaxf(t, kMagic - qm::kInt8Max), kMagic + qm::kInt8Max));
+  }
+  const uint32_t lo = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040),
+                                  0x5410);
+  const uint32_t hi = __byte_perm(__byte_perm(b[4], b[5], 0x0040), __byte_perm(b[6], b[7], 0x0040),
+                                  0x5410);
+  return make_uint2(lo, hi);
+}
+
 // One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the row's absmax over
 // its kLanes lanes and (only when the LSE is written) the K-smoothing shift, then INT8 into sQ
 // (8 bytes) and the row's scale and LSE shift. The same maths as stage_q_warp_rows' general
@@ -159,31 +209,23 @@ __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, cons
                                                  bool live, const float (&kmu)[8],
                                                  const float (&inv_alpha)[8], int r_local, int c0,
                                                  uint8_t* sQ, float* sQScale, float* sLseShift) {
-  const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
-  float x[8], shift = 0.f, amax = 0.f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float f = dev::bits16_to_float(e[i], p.dtype);  // no branch around it
-    x[i] = live ? f : 0.f;
-    shift += x[i] * kmu[i];
-    x[i] *= inv_alpha[i];
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-  amax = lane_group_max_nonneg<kLanes>(amax);
+  float x[8];
+  unpack8(live ? raw : make_uint4(0u, 0u, 0u, 0u), p.dtype, x);
   // The shift only moves the LSE (split-KV partials of a row all lack it alike when it is off).
   const bool want_shift = p.lse != nullptr;
+  float shift = 0.f;
   if (want_shift) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) shift = fmaf(x[i], kmu[i], shift);
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o >>= 1) shift += __shfl_xor_sync(0xffffffffu, shift, o);
   }
-  const float sc = qm::int8_scale(amax, p.q_multiplier);
-  const float inv = 1.0f / sc;
-  uint32_t w[2] = {0u, 0u};
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
-    w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
-                << (8 * (i % 4));
-  if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = make_uint2(w[0], w[1]);
+  for (int i = 0; i < 8; ++i) x[i] *= inv_alpha[i];
+  const float amax = lane_group_max_nonneg<kLanes>(absmax8(x));
+  const float sc = qm::int8_scale(amax, p.q_multiplier);
+  const uint2 w = quantize8_int8(x, 1.0f / sc);
+  if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = w;
   if (c0 == 0) {
     // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
     sLseShift[r_local] = want_shift ? shift * p.sm_scale : 0.f;

@@ -20,6 +20,7 @@
 #include "common/quant_math.h"
 #include "device/mma.cuh"
 #include "device/swizzle.cuh"
+#include "host/launch.h"
 #include "kernels/attention_common.cuh"
 #include "kernels/attention_params.h"
 
@@ -151,6 +152,7 @@ constexpr int attention_min_blocks() {
 template <int ARCH, int DPAD, int MODE, bool BF16, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>()))
     attention_kernel(const __grid_constant__ AttnKernelParams p) {
+  dev::chain_kernels();
   using T = AttnTraits<DPAD, MODE, BF16, WARPS>;
   constexpr int kAttnBlockM = T::kBM;
   constexpr int kAttnThreads = T::kThreads;
@@ -484,8 +486,7 @@ cudaError_t launch_attention_warps(const AttnKernelParams& p, cudaStream_t strea
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(p.m_tiles) * p.B * p.Hkv, p.num_splits);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(kernel, grid, dim3(T::kThreads), T::kSmemBytes, stream, p.launch_early, p);
 }
 
 // Prefill CTAs have 8 warps (128 rows); the INT8 modes also have a 1-warp (16-row) CTA for

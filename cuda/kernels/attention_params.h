@@ -81,6 +81,10 @@ struct AttnKernelParams {
   int num_splits = 1, tiles_per_split = 0;
   float* part_o = nullptr;    // [split][B][Hq][Nq][D]
   float* part_lse = nullptr;  // [split][B][Hq][Nq]
+
+  // Host side only: the kernel follows the K/V preparation's on sm_90+ and launches early
+  // (host/launch.h).
+  bool launch_early = false;
 };
 
 }  // namespace int8attn

@@ -107,6 +107,7 @@ template <int DPAD, int MODE, bool KBLOCK>
 __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ Sm90AttnParams P) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  dev::chain_kernels();
   using T = Sm90Traits<DPAD, MODE>;
   const AttnKernelParams& p = P.a;
   extern __shared__ uint8_t smem_raw[];

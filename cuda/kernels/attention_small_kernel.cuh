@@ -28,20 +28,6 @@ namespace small {
 
 namespace cg = cooperative_groups;
 
-// Eight fp16 / bf16 values of a 16-byte word as floats.
-template <bool kBf16>
-__device__ __forceinline__ void unpack8(const uint4& w, float (&x)[8]) {
-  const uint32_t u[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float2 f;
-    if constexpr (kBf16) f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u[i]));
-    else f = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
-    x[2 * i] = f.x;
-    x[2 * i + 1] = f.y;
-  }
-}
-
 // Two floats as the fp16 pair that the P·V MMA takes: FAST rounds them to E4M3 first (exact in
 // fp16), BALANCED rounds to fp16 directly.
 template <bool kFp8>
@@ -308,32 +294,39 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
 
   // ---- D: INT8 K and V (own keys, then sent to every CTA), then INT8 Q (own rows) -------------
   // This lane's 8 channels of each constant: two 16-byte loads per array (8 scalar loads per
-  // array hit one bank 8 times over: the lanes' chunks are 32 bytes apart).
+  // array hit one bank 8 times over: the lanes' chunks are 32 bytes apart); zeros for lanes
+  // past the padded head dim, so that their channels come out 0 with no per-element select.
+  const bool chunk_live = c0 < D, lane_live = c0 < DPAD;
   auto chunk8 = [&](const float* a, float (&x)[8]) {
-    const float4* v = reinterpret_cast<const float4*>(a + (c0 < DPAD ? c0 : 0));
+    const float4* v = reinterpret_cast<const float4*>(a + (lane_live ? c0 : 0));
     const float4 lo = v[0], hi = v[1];
     x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
     x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
-  };
-  float kmu[8], alpha[8], vmu[8], vinv[8];
-  chunk8(sKmu, kmu);
-  chunk8(sAlpha, alpha);
-  chunk8(sVmu, vmu);
-  chunk8(sVinv, vinv);
-  const bool chunk_live = c0 < D;
-  // (k − μ_K)·α of key r (0 past L or D) and the key's absmax over its kLanes lanes.
-  auto k_row = [&](int r, float (&x)[8]) -> float {
-    const bool live = chunk_live && r < my_keys;
-    uint4 w = make_uint4(0u, 0u, 0u, 0u);
-    if (live) w = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + c0 / 8) * 16);
-    unpack8<BF16>(w, x);
-    float amax = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      x[i] = live ? (x[i] - kmu[i]) * alpha[i] : 0.f;
-      amax = fmaxf(amax, fabsf(x[i]));
-    }
-    return lane_group_max_nonneg<kLanes>(amax);
+    for (int i = 0; i < 8; ++i) x[i] = lane_live ? x[i] : 0.f;
+  };
+  // K' = k·α − μ_K·α and V' = v/σ_V − μ_V/σ_V: one FMA an element (channels past the head dim
+  // have α = 1, μ = 0 and raw zeros: 0).
+  float kmu[8], k_mul[8], k_add[8], v_mul[8], v_add[8];
+  chunk8(sKmu, kmu);
+  chunk8(sAlpha, k_mul);
+  chunk8(sVinv, v_mul);
+  chunk8(sVmu, v_add);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    k_add[i] = -kmu[i] * k_mul[i];
+    v_add[i] = -v_add[i] * v_mul[i];
+  }
+  // K' of key r and its absmax over the key's kLanes lanes (0 for keys past this CTA's valid
+  // ones: their rows are written but never seen, and must not move a per-block scale).
+  auto k_row = [&](int r, float (&x)[8]) -> float {
+    const bool key_live = r < my_keys;
+    uint4 w = make_uint4(0u, 0u, 0u, 0u);
+    if (chunk_live && key_live) w = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + c0 / 8) * 16);
+    unpack8<BF16>(w, x);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = fmaf(x[i], k_mul[i], k_add[i]);
+    return lane_group_max_nonneg<kLanes>(key_live ? absmax8(x) : 0.f);
   };
   // Keys this CTA writes (small_key_quantum's multiples: every lane of a warp runs the same
   // passes).
@@ -357,39 +350,35 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   }
   // This CTA's keys go into its own K, V and key-scale rows; the copy engine then sends them to
   // the other CTAs (stores to every CTA, a branch and 64-bit address per destination, were the
-  // largest stretch of the kernel: NOTES run 42).
+  // largest stretch of the kernel: NOTES run 42). Keys past L are written as zeros.
   for (int r = r_first; r < rows_here; r += kKeyStep) {
     const int j = key0 + r;  // key index in the head
+    const bool key_live = r < my_keys;
     float x[8];
     const float amax = k_row(r, x);
     const float scale = qm::int8_scale(P.k_per_token ? amax : sAmax[kc + r / 64], P.k_multiplier);
-    const float inv = 1.0f / scale;
-    uint32_t w[2] = {0u, 0u};
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      w[i / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(qm::quantize_int8(x[i], inv)))
-                  << (8 * (i % 4));
-    // V: (v − μ_V)/σ as fp16 (BALANCED) or E4M3 held in fp16 (FAST); 0 past L and D.
-    const bool live = chunk_live && r < my_keys;
+    const uint2 kq = quantize8_int8(x, 1.0f / scale);
+    // V': fp16 (BALANCED) or E4M3 held in fp16 (FAST).
     uint4 vw = make_uint4(0u, 0u, 0u, 0u);
-    if (live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c0 / 8) * 16);
+    if (chunk_live && key_live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c0 / 8) * 16);
     float v[8];
     unpack8<BF16>(vw, v);
     uint32_t h[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      float y0 = live ? (v[2 * i] - vmu[2 * i]) * vinv[2 * i] : 0.f;
-      float y1 = live ? (v[2 * i + 1] - vmu[2 * i + 1]) * vinv[2 * i + 1] : 0.f;
+      float y0 = fmaf(v[2 * i], v_mul[2 * i], v_add[2 * i]);
+      float y1 = fmaf(v[2 * i + 1], v_mul[2 * i + 1], v_add[2 * i + 1]);
       if constexpr (!kFast) {
         y0 = fmaxf(-65504.f, fminf(65504.f, y0));
         y1 = fmaxf(-65504.f, fminf(65504.f, y1));
       }
       h[i] = pv_pair<kFast>(y0, y1);
     }
-    if (c0 < DPAD) {
-      *reinterpret_cast<uint2*>(sK8 + j * lay.kp + c0) = make_uint2(w[0], w[1]);
-      *reinterpret_cast<uint4*>(sV16 + j * lay.vp + 2 * c0) = make_uint4(h[0], h[1], h[2], h[3]);
-      if (c0 == 0) sKs[j] = scale;
+    if (lane_live) {
+      *reinterpret_cast<uint2*>(sK8 + j * lay.kp + c0) = key_live ? kq : make_uint2(0u, 0u);
+      *reinterpret_cast<uint4*>(sV16 + j * lay.vp + 2 * c0) =
+          key_live ? make_uint4(h[0], h[1], h[2], h[3]) : make_uint4(0u, 0u, 0u, 0u);
+      if (c0 == 0) sKs[j] = key_live ? scale : 1.f;
     }
   }
   dev::fence_proxy_async_smem();  // these rows are read by the copy engine next

@@ -3,6 +3,8 @@
 #include "kernels/combine.h"
 
 #include "device/mma.cuh"
+#include "device/pdl.cuh"
+#include "host/launch.h"
 
 namespace int8attn {
 namespace {
@@ -16,6 +18,7 @@ constexpr int kGroups = 4;       // split groups summing one channel side by sid
 // loads in flight per thread) and group 0 adds the groups' partial sums. A thread walking all
 // splits of its channel one batch of loads at a time took 12-21 us at 64 splits (NOTES run 35).
 __global__ void combine_kernel(const CombineParams p) {
+  dev::chain_kernels();
   __shared__ float s_lse[kMaxSplits];
   __shared__ float s_part[kGroups][256];
   const int64_t row = blockIdx.x;  // (b, h, i) flattened over [B][Hq][Nq]
@@ -69,8 +72,8 @@ cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream) {
   if (p.num_splits > kMaxSplits || p.D > 256) return cudaErrorInvalidValue;
   const int64_t rows = static_cast<int64_t>(p.B) * p.Hq * p.Nq;
   const int width = (p.D + 31) / 32 * 32;
-  combine_kernel<<<static_cast<unsigned>(rows), kGroups * width, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(combine_kernel, dim3(static_cast<unsigned>(rows)), dim3(kGroups * width), 0,
+                       stream, p.launch_early, p);
 }
 
 }  // namespace int8attn

@@ -15,6 +15,7 @@ struct CombineParams {
   int dtype = 1;
   float* lse = nullptr;
   int64_t lse_stride[3] = {0, 0, 0};
+  bool launch_early = false;  // sm_90+: launches while the split kernel finishes (host/launch.h)
 };
 
 cudaError_t launch_combine(const CombineParams& p, cudaStream_t stream);

@@ -12,6 +12,8 @@
 #include "common/quant_math.h"
 #include "device/atomics.cuh"
 #include "device/mma.cuh"
+#include "device/pdl.cuh"
+#include "host/launch.h"
 #include "kernels/attention_params.h"
 #include "kernels/prepare_kv_common.cuh"
 
@@ -31,6 +33,7 @@ __device__ __forceinline__ int64_t src_offset(const int64_t (&s)[4], int b, int 
 
 // Accumulators per canonical head: [head][kStats + 1][dpad] (the last row: max |q| for balancing).
 __global__ void stats_fill_kernel(float* acc, int heads, int dpad) {
+  dev::chain_kernels();
   const int64_t total = static_cast<int64_t>(heads) * (kStats + 1) * dpad;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -46,6 +49,7 @@ __global__ void stats_fill_kernel(float* acc, int heads, int dpad) {
 template <typename T>
 __global__ void __launch_bounds__(kStatsThreads) kv_stats_kernel(const KvPrepParams p,
                                                                  int tokens_per_cta) {
+  dev::chain_kernels();
   const T* K = static_cast<const T*>(p.k);
   const T* V = static_cast<const T*>(p.v);
   extern __shared__ float s_red[];  // [8 warps][kStats][dpad]
@@ -110,6 +114,7 @@ __global__ void __launch_bounds__(kStatsThreads) kv_stats_kernel(const KvPrepPar
 template <typename T>
 __global__ void __launch_bounds__(kStatsThreads) q_stats_kernel(const KvPrepParams p,
                                                                 int rows_per_cta) {
+  dev::chain_kernels();
   const T* Q = static_cast<const T*>(p.q);
   __shared__ float s_max[8][256];
   const int head = blockIdx.y;
@@ -145,6 +150,7 @@ __global__ void __launch_bounds__(kStatsThreads) q_stats_kernel(const KvPrepPara
 
 // Means, V scales and balancing factors per canonical head and channel.
 __global__ void kv_finalize_kernel(const KvPrepParams p) {
+  dev::chain_kernels();
   const int head = blockIdx.x;
   const int valid = valid_tokens(p, head / p.heads_h);
   const float* in = p.partials + static_cast<int64_t>(head) * (kStats + 1) * p.dpad;
@@ -159,6 +165,7 @@ __global__ void kv_finalize_kernel(const KvPrepParams p) {
 // quantized values. Per-block K scales need the tile's absmax first: one extra pass then.
 template <typename T>
 __global__ void __launch_bounds__(kThreads) kv_quantize_kernel(const KvPrepParams p) {
+  dev::chain_kernels();
   const T* K = static_cast<const T*>(p.k);
   const T* V = static_cast<const T*>(p.v);
   extern __shared__ __align__(16) uint8_t s_vt[];  // FAST: [64 tokens][dpad] E4M3 staging
@@ -302,7 +309,9 @@ cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
   const int heads = p.heads_b * p.heads_h;
   const int64_t total = kv_stats_partial_floats(heads, p.n, p.Nq, p.dpad);
   const int fill_blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1024));
-  stats_fill_kernel<<<fill_blocks, 256, 0, stream>>>(p.partials, heads, p.dpad);
+  cudaError_t err = launch_kernel(stats_fill_kernel, dim3(fill_blocks), dim3(256), 0, stream,
+                                  false, p.partials, heads, p.dpad);
+  if (err != cudaSuccess) return err;
 
   const int nchunks = (p.n + kChunk - 1) / kChunk;
   const bool want_q = p.balance && p.Nq > 0;
@@ -325,29 +334,25 @@ cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
   // wave together (one launch fewer; sd15_l3_cfg, NOTES run 31). Larger ones keep two launches,
   // each sized for its own occupancy (splitting one wave between them was slower at flux).
   if (kv_vec && q_vec && nchunks + qchunks <= stats_vec_ctas_per_sm(true, true) * sms / heads) {
-    const cudaError_t err = launch_stats_vec(p, kChunk, kChunk, stream);
-    if (err != cudaSuccess) return err;
+    err = launch_stats_vec(p, kChunk, kChunk, stream, p.chain);
   } else {
-    cudaError_t err = kv_vec ? launch_stats_vec(p, tokens, 0, stream) : cudaSuccess;
-    if (err == cudaSuccess && q_vec) err = launch_stats_vec(p, 0, rows, stream);
-    if (err != cudaSuccess) return err;
+    if (kv_vec) err = launch_stats_vec(p, tokens, 0, stream, p.chain);
+    if (err == cudaSuccess && q_vec) err = launch_stats_vec(p, 0, rows, stream, p.chain);
   }
-  if (nchunks > 0 && !kv_vec) {
+  if (err == cudaSuccess && nchunks > 0 && !kv_vec) {
     const size_t smem = static_cast<size_t>(8) * kStats * p.dpad * sizeof(float);
-    dev::dispatch_dtype(p.dtype, [&](auto t) {
-      kv_stats_kernel<decltype(t)>
-          <<<dim3((p.n + tokens - 1) / tokens, heads), kStatsThreads, smem, stream>>>(p, tokens);
-      return 0;
+    err = dev::dispatch_dtype(p.dtype, [&](auto t) {
+      return launch_kernel(kv_stats_kernel<decltype(t)>, dim3((p.n + tokens - 1) / tokens, heads),
+                           dim3(kStatsThreads), smem, stream, p.chain, p, tokens);
     });
   }
-  if (want_q && !q_vec) {
-    dev::dispatch_dtype(p.dtype, [&](auto t) {
-      q_stats_kernel<decltype(t)>
-          <<<dim3((p.Nq + rows - 1) / rows, heads), kStatsThreads, 0, stream>>>(p, rows);
-      return 0;
+  if (err == cudaSuccess && want_q && !q_vec) {
+    err = dev::dispatch_dtype(p.dtype, [&](auto t) {
+      return launch_kernel(q_stats_kernel<decltype(t)>, dim3((p.Nq + rows - 1) / rows, heads),
+                           dim3(kStatsThreads), 0, stream, p.chain, p, rows);
     });
   }
-  return cudaGetLastError();
+  return err;
 }
 
 }  // namespace
@@ -355,12 +360,12 @@ cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
 cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream) {
   const cudaError_t err = launch_kv_stats(p, stream);
   if (err != cudaSuccess) return err;
-  kv_finalize_kernel<<<p.heads_b * p.heads_h, 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_kernel(kv_finalize_kernel, dim3(p.heads_b * p.heads_h), dim3(256), 0, stream,
+                       p.chain, p);
 }
 
 cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream) {
-  if (p.mode == 1) return launch_kv_quantize(p, stream);  // EXACT: copies, no statistics
+  if (p.mode == 1) return launch_kv_quantize(p, stream, false);  // EXACT: copies, no statistics
   // The 16-byte quantization kernel can finalize the statistics itself (no finalize launch),
   // but then every one of its CTAs redoes its head's finalize: worth it only while the grid is
   // one wave (2 CTAs per SM are resident at any head dim). With many tiles per head the repeats
@@ -372,25 +377,25 @@ cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
     KvPrepParams q = p;
     q.consts_from_partials = true;
-    return launch_kv_quantize_vec(q, stream);
+    return launch_kv_quantize_vec(q, stream, p.chain);
   }
   const cudaError_t err = launch_kv_stats_reduce(p, stream);
   if (err != cudaSuccess) return err;
-  return launch_kv_quantize(p, stream);
+  return launch_kv_quantize(p, stream, true);
 }
 
-cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream) {
-  if (kv_prep_vectorizable(p)) return launch_kv_quantize_vec(p, stream);
+cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream, bool after_kernel) {
+  const bool early = p.chain && after_kernel;
+  if (kv_prep_vectorizable(p)) return launch_kv_quantize_vec(p, stream, early);
   const int heads = p.heads_b * p.heads_h;
   // A forward fills the whole padded buffer (zero tails); an append writes its tokens only.
   const int64_t keys = p.fill_tail ? p.nk_pad - p.key_offset : p.n;
   const int tiles = static_cast<int>((keys + kChunk - 1) / kChunk);
   const size_t smem = p.mode == 3 ? static_cast<size_t>(kChunk) * p.dpad : 0;
-  dev::dispatch_dtype(p.dtype, [&](auto t) {
-    kv_quantize_kernel<decltype(t)><<<dim3(tiles, heads), kThreads, smem, stream>>>(p);
-    return 0;
+  return dev::dispatch_dtype(p.dtype, [&](auto t) {
+    return launch_kernel(kv_quantize_kernel<decltype(t)>, dim3(tiles, heads), dim3(kThreads), smem,
+                         stream, early, p);
   });
-  return cudaGetLastError();
 }
 
 }  // namespace int8attn

@@ -60,6 +60,8 @@ struct KvPrepParams {
   // tile-0 CTAs write them out) instead of reading them: launch_kv_prepare sets it.
   bool consts_from_partials = false;
   int sm_count = 132;         // the device's SMs: sizes the statistics grid
+  // sm_90+: every kernel of the preparation after its first launches early (host/launch.h).
+  bool chain = false;
 };
 
 int64_t kv_stats_partial_floats(int heads, int n, int nq, int dpad);
@@ -69,8 +71,9 @@ cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream);
 // The launchers pick the 16-byte fast path (prepare_kv_vec.cu) when it applies.
 // Statistics and their finalize (means, V scales, balancing factors into p's outputs).
 cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream);
-// Quantization with the constants in p's outputs (or from the partials, see above).
-cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream);
+// Quantization with the constants in p's outputs (or from the partials, see above);
+// `after_kernel`: it follows a kernel of this preparation (it may then launch early).
+cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream, bool after_kernel);
 
 // Fast path: fp16/bf16 with unit channel stride and 16-byte aligned rows (prepare_kv_vec.cu).
 bool kv_prep_vectorizable(const KvPrepParams& p);
@@ -79,9 +82,9 @@ bool q_stats_vectorizable(const KvPrepParams& p);
 // K/V statistics over ranges of tokens_per_cta (0: none) and Q's channel maxima over ranges of
 // rows_per_cta (0: none), in one launch.
 cudaError_t launch_stats_vec(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
-                             cudaStream_t stream);
+                             cudaStream_t stream, bool early);
 // Resident CTAs per SM of the 16-byte statistics kernel computing K/V and/or Q statistics.
 int stats_vec_ctas_per_sm(bool kv, bool q);
-cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t stream);
+cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t stream, bool early);
 
 }  // namespace int8attn

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "device/pdl.cuh"
+#include "host/launch.h"
 #include "kernels/prepare_kv_vec.cuh"
 
 namespace int8attn {
@@ -64,6 +66,7 @@ template <typename T, int kParts>
 __global__ void __launch_bounds__(kTileThreads) stats_vec_kernel(const KvPrepParams p,
                                                                  int kv_ctas, int tokens_per_cta,
                                                                  int rows_per_cta) {
+  dev::chain_kernels();
   if constexpr (kParts == kKvStats) {
     kv_stats_cta<T>(p, blockIdx.x, tokens_per_cta);
   } else if constexpr (kParts == kQStats) {
@@ -100,6 +103,7 @@ int stats_vec_ctas_per_sm() {
 template <typename T, int kItems, bool kFromPartials>
 __global__ void __launch_bounds__(kTileThreads, kItems <= 4 ? 4 : 2)
     kv_quantize_vec_kernel(const KvPrepParams p) {
+  dev::chain_kernels();
   extern __shared__ __align__(16) uint8_t s_vt[];  // FAST: [64 tokens][dpad + 4]
   __shared__ prep::HeadConsts hc;
   __shared__ float s_amax[kTokens];
@@ -162,45 +166,50 @@ int stats_vec_ctas_per_sm(bool kv, bool q) {
 }
 
 cudaError_t launch_stats_vec(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
-                             cudaStream_t s) {
+                             cudaStream_t s, bool early) {
   const int heads = p.heads_b * p.heads_h;
   const int kv_ctas = tokens_per_cta > 0 ? (p.n + tokens_per_cta - 1) / tokens_per_cta : 0;
   const int q_ctas = rows_per_cta > 0 ? (p.Nq + rows_per_cta - 1) / rows_per_cta : 0;
   if (kv_ctas + q_ctas == 0) return cudaSuccess;
   const dim3 grid(kv_ctas + q_ctas, heads);
-  dev::dispatch_dtype(p.dtype, [&](auto t) {
+  return dev::dispatch_dtype(p.dtype, [&](auto t) {
     if constexpr (sizeof(t) == 2) {
       using T = decltype(t);
+      const dim3 block(kTileThreads);
       if (q_ctas == 0)
-        stats_vec_kernel<T, kKvStats><<<grid, kTileThreads, 0, s>>>(p, kv_ctas, tokens_per_cta, 0);
-      else if (kv_ctas == 0)
-        stats_vec_kernel<T, kQStats><<<grid, kTileThreads, 0, s>>>(p, 0, 0, rows_per_cta);
-      else
-        stats_vec_kernel<T, kBothStats>
-            <<<grid, kTileThreads, 0, s>>>(p, kv_ctas, tokens_per_cta, rows_per_cta);
+        return launch_kernel(stats_vec_kernel<T, kKvStats>, grid, block, 0, s, early, p, kv_ctas,
+                             tokens_per_cta, 0);
+      if (kv_ctas == 0)
+        return launch_kernel(stats_vec_kernel<T, kQStats>, grid, block, 0, s, early, p, 0, 0,
+                             rows_per_cta);
+      return launch_kernel(stats_vec_kernel<T, kBothStats>, grid, block, 0, s, early, p, kv_ctas,
+                           tokens_per_cta, rows_per_cta);
     }
-    return 0;
+    return cudaErrorInvalidValue;  // (fp32 never takes this path: kv_prep_vectorizable)
   });
-  return cudaGetLastError();
 }
 
-cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t s) {
+cudaError_t launch_kv_quantize_vec(const KvPrepParams& p, cudaStream_t s, bool early) {
   const int heads = p.heads_b * p.heads_h;
   const int64_t keys = p.fill_tail ? p.nk_pad - p.key_offset : p.n;
   const dim3 grid(static_cast<unsigned>((keys + kTokens - 1) / kTokens), heads);
   const size_t smem = p.mode == 3 ? static_cast<size_t>(kTokens) * (p.dpad + 4) : 0;
+  cudaError_t err = cudaErrorInvalidValue;  // (fp32 never takes this path)
   dev::dispatch_dtype(p.dtype, [&](auto t) {
     if constexpr (sizeof(t) == 2)
       prep::dispatch_items(p.dpad, [&](auto items) {
         using T = decltype(t);
+        const dim3 block(kTileThreads);
         if (p.consts_from_partials)
-          kv_quantize_vec_kernel<T, items.value, true><<<grid, kTileThreads, smem, s>>>(p);
+          err = launch_kernel(kv_quantize_vec_kernel<T, items.value, true>, grid, block, smem, s,
+                              early, p);
         else
-          kv_quantize_vec_kernel<T, items.value, false><<<grid, kTileThreads, smem, s>>>(p);
+          err = launch_kernel(kv_quantize_vec_kernel<T, items.value, false>, grid, block, smem, s,
+                              early, p);
       });
     return 0;
   });
-  return cudaGetLastError();
+  return err;
 }
 
 }  // namespace int8attn

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "host/launch.h"
 #include "kernels/attention_launchers.h"
 #include "kernels/attention_sm90_kernel.cuh"
 
@@ -85,8 +86,7 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(a.m_tiles) * a.B * a.Hkv, a.num_splits);
-  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(P);
-  return cudaGetLastError();
+  return launch_kernel(kernel, grid, dim3(T::kThreads), T::kSmemBytes, stream, a.launch_early, P);
 }
 
 }  // namespace
