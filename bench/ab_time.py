@@ -54,8 +54,12 @@ def main() -> None:
         ms, _ = bench.time_fn(lambda: int8attn.attention(q, k, v, mode=args.mode, out=out,
                                                          context=ctx,
                                                          k_granularity=args.k_granularity))
+        # A sanity check, not the accuracy measurement (bench.py's float64 reference is): the
+        # end-to-end output against cuDNN's, so a broken build shows in the A/B log at once.
+        ref = cudnn().float()
+        rel = ((out.float() - ref).abs().sum() / ref.abs().sum()).item()
         line = (f"{label:12s} {args.mode:8s} {name:18s} e2e {ms:9.4f} ms "
-                f"{ops / (ms * 1e-3) / 1e12:7.1f} TOPS  cudnn {ref_ms:9.4f} ms")
+                f"{ops / (ms * 1e-3) / 1e12:7.1f} TOPS  cudnn {ref_ms:9.4f} ms  rel {rel:.4f}")
         if args.kernel and args.mode != "exact":
             cache = int8attn.KVCache(B, Hkv, Nk, D, device="cuda", mode=args.mode, context=ctx)
             cache.append(k, v)

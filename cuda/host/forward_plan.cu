@@ -80,7 +80,7 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
   SmallAttnParams& s = plan.small_params;
   s.nkp = static_cast<int>(nkp);
   s.k_per_token = p.k_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
-  const int quantum = small_key_quantum(plan.dpad, s.k_per_token != 0);
+  const int quantum = small_key_quantum(s.k_per_token != 0);
   const int64_t heads = p.B * p.Hkv;
   // 32-row CTAs halve every CTA's serial chain (its Q rows, its share of the keys, its key
   // loop) for twice the CTAs: taken while every cluster fits on the device at once (clusters

@@ -35,6 +35,11 @@ constexpr int kSmallMaxRows = 64;     // query rows per CTA: 64, or 32 at padded
 constexpr int kSmallKeyTile = 64;     // keys per online-softmax step
 constexpr int kSmallMaxCluster = 8;   // portable cluster size
 constexpr int kSmallMaxKeys = 256;    // keys per (batch, kv-head), padded to kSmallKeyTile
+// Lanes per key (and per query row) in the quantization passes, each holding every fourth
+// 8-channel chunk of the row (head dims are padded to multiples of 32: no lane is idle). One
+// chunk per lane with the row's chunks rounded up to a power of two of lanes left 12 of 32
+// lanes idle at head dim 160 and took 8 passes where this takes one (NOTES run 47).
+constexpr int kSmallQuantLanes = 4;
 constexpr size_t kSmallMaxSmem = 232448;  // Hopper's opt-in shared memory per block
 // Statistics scratch: every thread's 6 statistics of 8 channels (sum, max, min of K and V), plus
 // one padding word per thread (a group of D/8 threads is padded by D/8 words: bank spread).
@@ -86,8 +91,9 @@ __host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, in
   L.q8 = small_align16(L.ks + nkp * sizeof(float));
   L.qs = L.q8 + static_cast<size_t>(rows) * L.kp;
   L.lse = L.qs + rows * sizeof(float);
-  L.consts = L.lse + rows * sizeof(float);  // μ_K, α, μ_V, σ_V, 1/σ_V, 1/α: [6][dpad]
-  L.part = L.consts + 6 * static_cast<size_t>(dpad) * 4;   // this CTA's statistics: [6][dpad]
+  // μ_K, α, μ_V, σ_V, 1/σ_V, 1/α, −μ_K·α, −μ_V/σ_V: [8][dpad]
+  L.consts = L.lse + rows * sizeof(float);
+  L.part = L.consts + 8 * static_cast<size_t>(dpad) * 4;   // this CTA's statistics: [6][dpad]
   L.qmax = L.part + 6 * static_cast<size_t>(dpad) * 4;     // max |q| of its rows: [8][dpad/8]
   L.amax = L.qmax + static_cast<size_t>(dpad) * 4;         // per-key absmax of its keys: [kc]
   L.bar = small_align16(L.amax + (static_cast<size_t>(kc) + kSmallKeyTile) * 4);  // mbarrier
@@ -108,14 +114,11 @@ __host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, in
   return L;
 }
 
-// Keys per CTA come in multiples of this: whole warp passes of the key mapping (kSmallThreads/32
-// warps x 32/lanes keys; lanes = 8-channel chunks rounded up to a power of two), and whole
-// 64-key blocks with per-block K scales (a block's maximum stays in one CTA).
-inline int small_key_quantum(int dpad, bool k_per_token) {
-  int lanes = 1;
-  while (lanes < dpad / 8) lanes *= 2;
-  const int pass = (kSmallThreads / 32) * (32 / lanes);
-  return k_per_token ? pass : (pass > kSmallKeyTile ? pass : kSmallKeyTile);
+// Keys per CTA come in multiples of this: whole warp passes of the key mapping (32 /
+// kSmallQuantLanes keys), and whole 64-key blocks with per-block K scales (a block's maximum
+// stays in one CTA).
+inline int small_key_quantum(bool k_per_token) {
+  return k_per_token ? 32 / kSmallQuantLanes : kSmallKeyTile;
 }
 
 // Keys each CTA of a cluster of `cluster` prepares.

@@ -42,12 +42,6 @@ __device__ __forceinline__ uint32_t pv_pair(float lo, float hi) {
   }
 }
 
-// INT8 Q rows at the small layout's pitch (SmallLayout::kp = DPAD + 16), for quantize_q_chunk.
-template <int DPAD>
-struct PitchedQTile {
-  static __device__ __forceinline__ int offset(int r, int c) { return r * (DPAD + 16) + c; }
-};
-
 // A query row of this CTA: its packed row (q-heads of a group stacked, pitch Nq).
 struct QRow {
   bool valid;
@@ -66,14 +60,16 @@ template <int DPAD, int MODE, bool BF16, int ROWS>
 __global__ void __launch_bounds__(kSmallThreads, 1)
     attention_small_kernel(const __grid_constant__ SmallAttnParams P) {
   constexpr bool kFast = MODE == kModeFast;
-  using QC = QChunks<DPAD>;
-  constexpr int kLanes = QC::kLanes, kRowsPerPass = QC::kRowsPerPass;
   constexpr int kWarps = kSmallThreads / 32;
   constexpr int kGroups = ROWS / 16, kSplits = kWarps / kGroups;  // row groups, key splits
   static_assert(ROWS == 64 || ROWS == 32, "rows per CTA");
-  constexpr int kQRowsPerWarp = ROWS / kWarps;  // in the Q phases
-  constexpr int kPasses = kQRowsPerWarp / kRowsPerPass;
-  static_assert(kPasses >= 1 && kQRowsPerWarp % kRowsPerPass == 0, "Q row mapping");
+  // The quantization passes (Q rows, K/V keys): kSmallQuantLanes lanes per row, lane q holding
+  // the 8-channel chunks q, q + 4, ... (kCpl of them), so every lane is live at every padded
+  // head dim and a warp pass covers kRowsPerPass rows (attention_small.h).
+  constexpr int kLanes = kSmallQuantLanes, kCpl = DPAD / (8 * kLanes);
+  constexpr int kRowsPerPass = 32 / kLanes;
+  static_assert(kCpl * 8 * kLanes == DPAD, "chunks per lane");
+  static_assert(ROWS <= kWarps * kRowsPerPass, "one Q pass per warp");
   const AttnKernelParams& p = P.a;
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -104,6 +100,8 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   float* sVsig = sVmu + DPAD;
   float* sVinv = sVsig + DPAD;  // 1/σ_V
   float* sAlphaInv = sVinv + DPAD;  // 1/α
+  float* sKadd = sAlphaInv + DPAD;  // −μ_K·α
+  float* sVadd = sKadd + DPAD;      // −μ_V/σ_V
   float* sPart = reinterpret_cast<float*>(smem + lay.part);
   // max |q| of this CTA's rows, channel c at (c % 8) * (DPAD / 8) + c / 8: the lanes of a warp
   // (consecutive 8-channel chunks) then update consecutive words, not every eighth one.
@@ -159,43 +157,52 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     load_rows(sRawK, gk, P.k_stride[2], 0);
     load_rows(sRawV, gv, P.v_stride[2], P.v_stride[2] == D ? 32 : my_keys % kSmallThreads);
   }
-  // Q: kLanes lanes per row (one 8-channel chunk each), all passes' 16-byte loads in flight
-  // together. (Rows through bulk copies and rolled per-row loops measured slower: NOTES run 41.)
-  const int c0 = (lane % kLanes) * 8;
-  uint4 qraw[kPasses];
-  bool qlive[kPasses];
-#pragma unroll
-  for (int ps = 0; ps < kPasses; ++ps) {
-    const int packed = rank * ROWS + warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes;
+  // Q: row warp·8 + lane/4 of the CTA (32-row CTAs: warps 4-7 hold none), all of a lane's
+  // 16-byte loads in flight together. (Rows through bulk copies and rolled per-row loops
+  // measured slower: NOTES run 41.)
+  const int lq = lane % kLanes;  // this lane's chunks: lq + kLanes·i
+  const int q_local = warp * kRowsPerPass + lane / kLanes;
+  const bool warp_has_q = warp * kRowsPerPass < ROWS;  // warp-uniform
+  uint4 qraw[kCpl];
+  bool qlive;
+  {
+    const int packed = rank * ROWS + q_local;
     const QRow r = q_row(p, hkv, packed);
-    qlive[ps] = r.valid && packed < rows_total && c0 < D;
-    const int64_t off = b * p.q_stride[0] + r.h * p.q_stride[1] + r.i * p.q_stride[2] + c0;
-    qraw[ps] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) +
-                                               (qlive[ps] ? off : 0));
+    qlive = warp_has_q && r.valid && packed < rows_total;
+    const int64_t off = b * p.q_stride[0] + r.h * p.q_stride[1] + r.i * p.q_stride[2];
+#pragma unroll
+    for (int i = 0; i < kCpl; ++i) {
+      const int c = (lq + kLanes * i) * 8;
+      qraw[i] = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.q) +
+                                                (qlive && c < D ? off + c : 0));
+    }
   }
 
   // ---- B: statistics of this CTA's share ---------------------------------------------------
-  dev::mbar_wait(bar, 0);
-  if (P.balance) {  // max |q| per channel over this CTA's rows
-    float qm[8];
+  if (P.balance && warp_has_q) {  // max |q| per channel over this CTA's rows (K/V still landing)
+    float qm[kCpl][8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) qm[i] = 0.f;
+    for (int i = 0; i < kCpl; ++i) {
+      unpack8<BF16>(qraw[i], qm[i]);
+      const bool live = qlive && (lq + kLanes * i) * 8 < D;
 #pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps) {
-      float x[8];
-      unpack8<BF16>(qraw[ps], x);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) qm[i] = fmaxf(qm[i], qlive[ps] ? fabsf(x[i]) : 0.f);
+      for (int j = 0; j < 8; ++j) qm[i][j] = live ? fabsf(qm[i][j]) : 0.f;
     }
 #pragma unroll
     for (int o = kLanes; o < 32; o <<= 1)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) qm[i] = fmaxf(qm[i], __shfl_xor_sync(0xffffffffu, qm[i], o));
-    if (lane < kLanes && c0 < D)
+      for (int i = 0; i < kCpl; ++i)
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        atomicMax(&sQmax[i * (DPAD / 8) + c0 / 8], __float_as_uint(qm[i]));  // >= 0
+        for (int j = 0; j < 8; ++j) qm[i][j] = fmaxf(qm[i][j], __shfl_xor_sync(0xffffffffu, qm[i][j], o));
+    if (lane < kLanes)
+#pragma unroll
+      for (int i = 0; i < kCpl; ++i)
+        if ((lq + kLanes * i) * 8 < D)
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            atomicMax(&sQmax[j * (DPAD / 8) + lq + kLanes * i], __float_as_uint(qm[i][j]));  // >= 0
   }
+  dev::mbar_wait(bar, 0);
   {
     // Thread -> (8-channel chunk, group of keys); per-thread sums, maxima and minima of K and V.
     const int groups = kSmallThreads / row_chunks;
@@ -289,44 +296,41 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     sVsig[c] = vsig;
     sVinv[c] = 1.0f / vsig;
     sAlphaInv[c] = 1.0f / alpha;
+    sKadd[c] = -kmu * alpha;       // K' = k·α + (−μ_K·α)
+    sVadd[c] = -vmu * sVinv[c];    // V' = v/σ_V + (−μ_V/σ_V)
   }
   __syncthreads();
 
   // ---- D: INT8 K and V (own keys, then sent to every CTA), then INT8 Q (own rows) -------------
-  // This lane's 8 channels of each constant: two 16-byte loads per array (8 scalar loads per
-  // array hit one bank 8 times over: the lanes' chunks are 32 bytes apart); zeros for lanes
-  // past the padded head dim, so that their channels come out 0 with no per-element select.
-  const bool chunk_live = c0 < D, lane_live = c0 < DPAD;
-  auto chunk8 = [&](const float* a, float (&x)[8]) {
-    const float4* v = reinterpret_cast<const float4*>(a + (lane_live ? c0 : 0));
+  // A chunk's 8 values of a per-channel constant: two 16-byte loads (lanes of a row read
+  // consecutive chunks: no bank conflicts). Channels past the head dim have α = 1, μ = 0 and
+  // raw zeros, so they come out 0 with no per-element select.
+  auto const8 = [&](const float* a, int c, float (&x)[8]) {
+    const float4* v = reinterpret_cast<const float4*>(a + c);
     const float4 lo = v[0], hi = v[1];
     x[0] = lo.x, x[1] = lo.y, x[2] = lo.z, x[3] = lo.w;
     x[4] = hi.x, x[5] = hi.y, x[6] = hi.z, x[7] = hi.w;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = lane_live ? x[i] : 0.f;
   };
-  // K' = k·α − μ_K·α and V' = v/σ_V − μ_V/σ_V: one FMA an element (channels past the head dim
-  // have α = 1, μ = 0 and raw zeros: 0).
-  float kmu[8], k_mul[8], k_add[8], v_mul[8], v_add[8];
-  chunk8(sKmu, kmu);
-  chunk8(sAlpha, k_mul);
-  chunk8(sVinv, v_mul);
-  chunk8(sVmu, v_add);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    k_add[i] = -kmu[i] * k_mul[i];
-    v_add[i] = -v_add[i] * v_mul[i];
-  }
-  // K' of key r and its absmax over the key's kLanes lanes (0 for keys past this CTA's valid
-  // ones: their rows are written but never seen, and must not move a per-block scale).
-  auto k_row = [&](int r, float (&x)[8]) -> float {
+  // K' = k·α − μ_K·α of key r in this lane's chunks (one FMA an element), and its absmax over
+  // the key's lanes (0 for keys past this CTA's valid ones: their rows are written but never
+  // seen, and must not move a per-block scale).
+  auto k_row = [&](int r, float (&x)[kCpl][8]) -> float {
     const bool key_live = r < my_keys;
-    uint4 w = make_uint4(0u, 0u, 0u, 0u);
-    if (chunk_live && key_live) w = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + c0 / 8) * 16);
-    unpack8<BF16>(w, x);
+    float m = 0.f;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = fmaf(x[i], k_mul[i], k_add[i]);
-    return lane_group_max_nonneg<kLanes>(key_live ? absmax8(x) : 0.f);
+    for (int i = 0; i < kCpl; ++i) {
+      const int ch = lq + kLanes * i;
+      uint4 w = make_uint4(0u, 0u, 0u, 0u);
+      if (ch * 8 < D && key_live) w = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + ch) * 16);
+      unpack8<BF16>(w, x[i]);
+      float mul[8], add[8];
+      const8(sAlpha, ch * 8, mul);
+      const8(sKadd, ch * 8, add);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[i][e] = fmaf(x[i][e], mul[e], add[e]);
+      m = fmaxf(m, absmax8(x[i]));
+    }
+    return lane_group_max_nonneg<kLanes>(key_live ? m : 0.f);
   };
   // Keys this CTA writes (small_key_quantum's multiples: every lane of a warp runs the same
   // passes).
@@ -335,9 +339,9 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   const int r_first = warp * kRowsPerPass + lane / kLanes;
   if (!P.k_per_token) {
     for (int r = r_first; r < rows_here; r += kKeyStep) {
-      float x[8];
+      float x[kCpl][8];
       const float amax = k_row(r, x);
-      if (lane % kLanes == 0) sAmax[r] = amax;
+      if (lq == 0) sAmax[r] = amax;
     }
     __syncthreads();
     if (warp < kc / kSmallKeyTile) {  // one warp per 64-key block (kc <= kSmallMaxKeys)
@@ -354,32 +358,37 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   for (int r = r_first; r < rows_here; r += kKeyStep) {
     const int j = key0 + r;  // key index in the head
     const bool key_live = r < my_keys;
-    float x[8];
+    float x[kCpl][8];
     const float amax = k_row(r, x);
     const float scale = qm::int8_scale(P.k_per_token ? amax : sAmax[kc + r / 64], P.k_multiplier);
-    const uint2 kq = quantize8_int8(x, 1.0f / scale);
-    // V': fp16 (BALANCED) or E4M3 held in fp16 (FAST).
-    uint4 vw = make_uint4(0u, 0u, 0u, 0u);
-    if (chunk_live && key_live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c0 / 8) * 16);
-    float v[8];
-    unpack8<BF16>(vw, v);
-    uint32_t h[4];
+    const float inv = 1.0f / scale;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float y0 = fmaf(v[2 * i], v_mul[2 * i], v_add[2 * i]);
-      float y1 = fmaf(v[2 * i + 1], v_mul[2 * i + 1], v_add[2 * i + 1]);
-      if constexpr (!kFast) {
-        y0 = fmaxf(-65504.f, fminf(65504.f, y0));
-        y1 = fmaxf(-65504.f, fminf(65504.f, y1));
+    for (int i = 0; i < kCpl; ++i) {
+      const int c = (lq + kLanes * i) * 8;
+      const uint2 kq = quantize8_int8(x[i], inv);
+      // V': fp16 (BALANCED) or E4M3 held in fp16 (FAST).
+      uint4 vw = make_uint4(0u, 0u, 0u, 0u);
+      if (c < D && key_live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c / 8) * 16);
+      float v[8], mul[8], add[8];
+      unpack8<BF16>(vw, v);
+      const8(sVinv, c, mul);
+      const8(sVadd, c, add);
+      uint32_t h[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float y0 = fmaf(v[2 * e], mul[2 * e], add[2 * e]);
+        float y1 = fmaf(v[2 * e + 1], mul[2 * e + 1], add[2 * e + 1]);
+        if constexpr (!kFast) {
+          y0 = fmaxf(-65504.f, fminf(65504.f, y0));
+          y1 = fmaxf(-65504.f, fminf(65504.f, y1));
+        }
+        h[e] = pv_pair<kFast>(y0, y1);
       }
-      h[i] = pv_pair<kFast>(y0, y1);
-    }
-    if (lane_live) {
-      *reinterpret_cast<uint2*>(sK8 + j * lay.kp + c0) = key_live ? kq : make_uint2(0u, 0u);
-      *reinterpret_cast<uint4*>(sV16 + j * lay.vp + 2 * c0) =
+      *reinterpret_cast<uint2*>(sK8 + j * lay.kp + c) = key_live ? kq : make_uint2(0u, 0u);
+      *reinterpret_cast<uint4*>(sV16 + j * lay.vp + 2 * c) =
           key_live ? make_uint4(h[0], h[1], h[2], h[3]) : make_uint4(0u, 0u, 0u, 0u);
-      if (c0 == 0) sKs[j] = key_live ? scale : 1.f;
     }
+    if (lq == 0) sKs[j] = key_live ? scale : 1.f;
   }
   dev::fence_proxy_async_smem();  // these rows are read by the copy engine next
   __syncthreads();
@@ -392,15 +401,40 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     dev::bulk_copy_to_cluster_rank(sKs + key0, sKs + key0, static_cast<uint32_t>(rows_here * 4),
                                    kv_bar, d);
   }
-  // Q's quantization is local: it runs while the copies are in flight.
-  {
-    float inv_alpha[8];
-    chunk8(sAlphaInv, inv_alpha);
+  // Q's quantization is local: it runs while the copies are in flight. Per row as
+  // quantize_q_chunk (attention_common.cuh), over this lane's kCpl chunks.
+  if (warp_has_q) {
+    const bool want_shift = p.lse != nullptr;  // the shift only moves the LSE
+    float x[kCpl][8];
+    float shift = 0.f, m = 0.f;
 #pragma unroll
-    for (int ps = 0; ps < kPasses; ++ps)
-      quantize_q_chunk<DPAD, kLanes, PitchedQTile<DPAD>>(
-          p, qraw[ps], qlive[ps], kmu, inv_alpha,
-          warp * kQRowsPerWarp + ps * kRowsPerPass + lane / kLanes, c0, sQ8, sQs, sLse);
+    for (int i = 0; i < kCpl; ++i) {
+      const int c = (lq + kLanes * i) * 8;
+      unpack8<BF16>(qlive && c < D ? qraw[i] : make_uint4(0u, 0u, 0u, 0u), x[i]);
+      float kmu[8], inv_alpha[8];
+      const8(sAlphaInv, c, inv_alpha);
+      if (want_shift) {
+        const8(sKmu, c, kmu);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) shift = fmaf(x[i][e], kmu[e], shift);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) x[i][e] *= inv_alpha[e];
+      m = fmaxf(m, absmax8(x[i]));
+    }
+    if (want_shift)
+#pragma unroll
+      for (int o = kLanes / 2; o > 0; o >>= 1) shift += __shfl_xor_sync(0xffffffffu, shift, o);
+    const float sc = qm::int8_scale(lane_group_max_nonneg<kLanes>(m), p.q_multiplier);
+    const float inv = 1.0f / sc;
+#pragma unroll
+    for (int i = 0; i < kCpl; ++i)
+      *reinterpret_cast<uint2*>(sQ8 + q_local * lay.kp + (lq + kLanes * i) * 8) = quantize8_int8(x[i], inv);
+    if (lq == 0) {
+      // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+      sLse[q_local] = want_shift ? shift * p.sm_scale : 0.f;
+      sQs[q_local] = sc * p.sm_scale_log2;
+    }
   }
   __syncthreads();  // every warp's Q rows
   dev::mbar_wait(kv_bar, 0);  // all of K and V here
