@@ -119,14 +119,12 @@ __device__ __forceinline__ void mma_e4m3_as_f16(float (&d)[4], const uint32_t (&
 }
 
 // int32 -> float for |x| < 2^22 on the integer and FMA pipes (1.5·2^23 + x is exact in a
-// float's mantissa), leaving the special-function pipe to the softmax exponentials. INT8 Q·Kᵀ
-// accumulators qualify: |acc| <= 127·127·256 < 2^22.
+// float's mantissa; the bias is then removed inside the score's FFMA, key_scaled_scores),
+// leaving the special-function pipe to the softmax exponentials. INT8 Q·Kᵀ accumulators
+// qualify: |acc| <= 127·127·256 < 2^22.
 constexpr float kIntFloatBias = 12582912.0f;  // 1.5·2^23
 __device__ __forceinline__ float biased_int_as_float(int x) {  // kIntFloatBias + x, exactly
   return __int_as_float(0x4B400000 + x);
-}
-__device__ __forceinline__ float small_int_to_float(int x) {
-  return biased_int_as_float(x) - kIntFloatBias;
 }
 
 // 2^x on the special-function unit, flushing denormal results to 0 (softmax weights below

@@ -64,31 +64,53 @@ __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
   return w;
 }
 
+// A 64-key tile's INT8 scores in the key-scaled domain t = dot·ks_j (m16n8 accumulator layout,
+// s[n][e]: key n·8 + 2·t4 + (e & 1)): one VIADD (the dot as a biased float) and one FFMA with the
+// per-key constant −1.5·2^23·ks_j a score. The row's Q scale stays out: online_softmax_step
+// multiplies it in the exponent's FFMA, so a score costs no separate scale multiply (NOTES
+// run 48). `ks`: the tile's 64 key scales.
+__device__ __forceinline__ void key_scaled_scores(const int (&si)[8][4], const float* ks, int t4,
+                                                  float (&s)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const float ks0 = ks[n * 8 + 2 * t4], ks1 = ks[n * 8 + 2 * t4 + 1];
+    const float kb0 = -dev::kIntFloatBias * ks0, kb1 = -dev::kIntFloatBias * ks1;
+    s[n][0] = fmaf(dev::biased_int_as_float(si[n][0]), ks0, kb0);
+    s[n][1] = fmaf(dev::biased_int_as_float(si[n][1]), ks1, kb1);
+    s[n][2] = fmaf(dev::biased_int_as_float(si[n][2]), ks0, kb0);
+    s[n][3] = fmaf(dev::biased_int_as_float(si[n][3]), ks1, kb1);
+  }
+}
+
 // One online-softmax step (log2 domain) for a warp's 16 rows over 64 keys in the m16n8
-// accumulator layout (s[n][e]: row half e >> 1): the running row maxima, the tile's
-// exponentials in place (times 2^kPOffset: FAST scales P by 448), the running sums rescaled,
-// and O's rescale factor per row half. A row that has seen no key yet keeps m = −inf and uses 0
-// as its reference so no NaN appears.
+// accumulator layout (s[n][e]: row half e >> 1). The scores come unscaled by their row:
+// score = s·row_scale[e >> 1] (row_scale > 0: the Q scale times sm_scale·log2(e), or
+// sm_scale·log2(e) alone), so the maximum is taken on s and the scale is applied once per score
+// inside the exponent's FFMA. Computes the running row maxima (scaled), the tile's exponentials
+// in place (times 2^kPOffset: FAST scales P by 448), the running sums rescaled, and O's
+// rescale factor per row half. A row that has seen no key yet keeps m = −inf and uses 0 as its
+// reference so no NaN appears.
 template <bool kSkipUnitRescale = false, int DT>
-__device__ __forceinline__ void online_softmax_step(float (&s)[8][4], float (&m_run)[2],
-                                                    float (&l_run)[2], float (&acc)[DT][4],
-                                                    float kPOffset) {
+__device__ __forceinline__ void online_softmax_step(float (&s)[8][4], const float (&row_scale)[2],
+                                                    float (&m_run)[2], float (&l_run)[2],
+                                                    float (&acc)[DT][4], float kPOffset) {
   float alpha[2];
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
-    float mx = m_run[rh];
+    float mx = -INFINITY;
 #pragma unroll
     for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(m_run[rh], mx * row_scale[rh]);  // −inf stays −inf (row_scale > 0)
     const float ref = (mx == -INFINITY) ? 0.f : mx;
     alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
     m_run[rh] = mx;
-    const float sub = ref - kPOffset;
+    const float add = kPOffset - ref;
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-      s[n][2 * rh] = dev::fast_exp2(s[n][2 * rh] - sub);
-      s[n][2 * rh + 1] = dev::fast_exp2(s[n][2 * rh + 1] - sub);
+      s[n][2 * rh] = dev::fast_exp2(fmaf(s[n][2 * rh], row_scale[rh], add));
+      s[n][2 * rh + 1] = dev::fast_exp2(fmaf(s[n][2 * rh + 1], row_scale[rh], add));
     }
     l_run[rh] *= alpha[rh];
   }

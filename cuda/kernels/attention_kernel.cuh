@@ -345,20 +345,9 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     if constexpr (T::kInt8QK) {
       int si[8][4];
       qk_tile<T, BF16>(si, qf, sK, lane);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const float ks0 = sKs[n * 8 + 2 * t4], ks1 = sKs[n * 8 + 2 * t4 + 1];
-        s[n][0] = dev::small_int_to_float(si[n][0]) * (q_scale_row[0] * ks0);
-        s[n][1] = dev::small_int_to_float(si[n][1]) * (q_scale_row[0] * ks1);
-        s[n][2] = dev::small_int_to_float(si[n][2]) * (q_scale_row[1] * ks0);
-        s[n][3] = dev::small_int_to_float(si[n][3]) * (q_scale_row[1] * ks1);
-      }
+      key_scaled_scores(si, sKs, t4, s);
     } else {
-      qk_tile<T, BF16>(s, qf, sK, lane);
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] *= p.sm_scale_log2;
+      qk_tile<T, BF16>(s, qf, sK, lane);  // scaled by q_scale_row (sm_scale·log2 e) below
     }
 
     if (!full) {
@@ -374,7 +363,7 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         }
     }
 
-    online_softmax_step</*kSkipUnitRescale=*/true>(s, m_run, l_run, acc, kPOffset);
+    online_softmax_step</*kSkipUnitRescale=*/true>(s, q_scale_row, m_run, l_run, acc, kPOffset);
 
     // O += P·V.
     if constexpr (T::kFp8PV) {

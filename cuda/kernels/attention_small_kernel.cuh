@@ -498,14 +498,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
         dev::mma_s8(si[2 * np + 1], qf[kk], kf[2], kf[3]);
       }
     float s[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-      const float ks0 = sKs[j0 + n * 8 + 2 * t4], ks1 = sKs[j0 + n * 8 + 2 * t4 + 1];
-      s[n][0] = dev::small_int_to_float(si[n][0]) * (q_scale_row[0] * ks0);
-      s[n][1] = dev::small_int_to_float(si[n][1]) * (q_scale_row[0] * ks1);
-      s[n][2] = dev::small_int_to_float(si[n][2]) * (q_scale_row[1] * ks0);
-      s[n][3] = dev::small_int_to_float(si[n][3]) * (q_scale_row[1] * ks1);
-    }
+    key_scaled_scores(si, sKs + j0, t4, s);
     if (j0 + kSmallKeyTile > hi_min) {  // some row of the group does not see all of the tile
 #pragma unroll
       for (int n = 0; n < 8; ++n)
@@ -513,7 +506,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
         for (int e = 0; e < 4; ++e)
           if (j0 + n * 8 + 2 * t4 + (e & 1) >= my_rows[e >> 1].hi) s[n][e] = -INFINITY;
     }
-    online_softmax_step(s, m_run, l_run, acc, kPOffset);
+    online_softmax_step(s, q_scale_row, m_run, l_run, acc, kPOffset);
     // O += P·V, 16 keys a step; the row sums add the rounded P the MMA sees, as P times a
     // column of ones on the tensor cores (every lane of a quad gets the full sums; lane t4 == 0
     // adds them, as the quad is summed after the loop).

@@ -1,0 +1,29 @@
+#!/bin/bash
+# run 48a: base (cbf78de) vs vF (scores in the key-scaled domain, the row's Q scale applied in
+# the exponent's FFMA: warp-MMA and small kernels) vs vT (vF + the small kernel's warp computes
+# all of its (at most two) tiles' scores first, takes the row maxima once, never rescales O).
+# GPU tests and a racecheck + memcheck of the small-problem test of vT first. It expects
+# tmpdev/lib-{base,vF,vT}.tar.xz and tmpdev/test-bin.tar.xz.
+cd "$(dirname "$0")/../../../.."
+for v in base vF vT; do
+  mkdir -p build-$v/lib && tar -xJf tmpdev/lib-$v.tar.xz -C build-$v/lib
+  (cd build-$v/lib && ln -sf libint8attn.so.0.1.0 libint8attn.so.1 && ln -sf libint8attn.so.1 libint8attn.so)
+done
+tar -xJf tmpdev/test-bin.tar.xz -C tmpdev
+export PYTHONPATH=bindings/python/src
+T=$OUT/run48a_gpu_tests_vT.log
+LD_LIBRARY_PATH=build-vT/lib timeout 200 tmpdev/test_gpu_attention > $T 2>&1; echo "gpu tests rc=$?" >> $T
+LD_LIBRARY_PATH=build-vT/lib timeout 100 compute-sanitizer --tool racecheck --error-exitcode 9 tmpdev/test_gpu_attention --gtest_filter='*SmallProblems*' 2>&1 | tail -4 >> $T
+LD_LIBRARY_PATH=build-vT/lib timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 tmpdev/test_gpu_attention --gtest_filter='*SmallProblems*' 2>&1 | tail -4 >> $T
+grep -E "FAILED|PASSED|rc=|SUMMARY" $T | head -20
+LOG=$OUT/run48a_scores_ab.log
+SH3=sd15_l3_cfg,x96=2:8:8:256:256:96,sd15_l3_b1=1:8:8:256:256:160,sd15_l4=2:8:8:64:64:160,cross77=2:8:8:256:77:160,d64_256=2:10:10:256:256:64,gqa_d128=1:32:8:100:200:128,d128_128=2:8:8:128:128:128
+for rep in 1 2; do
+  for v in base vF vT; do
+    L=build-$v/lib/libint8attn.so
+    INT8ATTN_LIBRARY=$L python3 bench/ab_time.py fast $SH3 >> $LOG 2>&1
+    INT8ATTN_LIBRARY=$L python3 bench/ab_time.py fast decode_b1_nk32k,decode_b1_nk4k,decode_b16_nk32k,rows16=1:16:1:16:2048:128 --kernel >> $LOG 2>&1
+    INT8ATTN_LIBRARY=$L python3 bench/ab_time.py balanced sd15_l3_cfg,decode_b1_nk32k --kernel >> $LOG 2>&1
+  done
+done
+grep -E " e2e " $LOG | awk '{k="-"; r="-"; for(i=1;i<=NF;i++) {if($i=="kernel") k=$(i+1); if($i=="rel") r=$(i+1)}; print $3, $2, $1, $5, k, r}' | sort -s -k1,2 | awk '{a[$1" "$2" "$3]=a[$1" "$2" "$3]" "$4"/"$5"/"$6} END{for(x in a) print x, a[x]}' | sort
