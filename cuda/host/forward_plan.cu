@@ -64,6 +64,17 @@ bool small_kv_operand_ok(const Operand4& x, const AttnProblem& p) {
   return !(p.B > 1 && x.stride[0] == 0) && !(p.Hkv > 1 && x.stride[1] == 0);
 }
 
+// Whether the small kernel's shared memory fits, choosing the statistics exchange: by bulk
+// copies where their receive slots fit too (faster), else through a cluster barrier.
+bool small_fits(int dpad, int D, SmallAttnParams& s) {
+  for (int by_copy = 1; by_copy >= 0; --by_copy) {
+    s.stats_by_copy = by_copy;
+    if (small_layout(dpad, D, s.nkp, s.kc, s.rows, by_copy ? s.cluster : 0).total <= kSmallMaxSmem)
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
@@ -94,8 +105,7 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
     s.rows = 32;
     s.cluster = static_cast<int>(c32);
     s.kc = small_keys_per_cta(s.nkp, s.cluster, quantum);
-    if (small_layout(plan.dpad, static_cast<int>(p.D), s.nkp, s.kc, s.rows).total > kSmallMaxSmem)
-      s.rows = kSmallMaxRows;
+    if (!small_fits(plan.dpad, static_cast<int>(p.D), s)) s.rows = kSmallMaxRows;
   }
   if (s.rows == kSmallMaxRows) {
     s.cluster = static_cast<int>((rows + kSmallMaxRows - 1) / kSmallMaxRows);
@@ -108,8 +118,7 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
     const int64_t fit = dev.small_clusters[s.cluster];  // clusters of this size at once
     if (fit <= 0 || (heads + fit - 1) / fit > (s.cluster <= 4 ? 2 : 1)) return false;
     s.kc = small_keys_per_cta(s.nkp, s.cluster, quantum);
-    if (small_layout(plan.dpad, static_cast<int>(p.D), s.nkp, s.kc, s.rows).total > kSmallMaxSmem)
-      return false;
+    if (!small_fits(plan.dpad, static_cast<int>(p.D), s)) return false;
   }
   s.a = a;
   s.a.row_pitch = a.Nq;

@@ -59,6 +59,10 @@ struct SmallAttnParams {
   int cluster = 1;  // CTAs per (batch, kv-head): ceil(G·Nq / rows)
   int nkp = 0;      // keys padded to kSmallKeyTile
   int kc = 0;       // keys each CTA prepares (small_key_quantum's multiple)
+  // 1: the CTAs send each other their statistics by bulk copies (small_layout's recv region);
+  // 0 where that region does not fit: they read them from each other's shared memory after a
+  // cluster barrier (its release fence costs ~0.6 us: NOTES run 49).
+  int stats_by_copy = 1;
 };
 
 // Where everything lives in one CTA's dynamic shared memory (byte offsets).
@@ -66,14 +70,17 @@ struct SmallLayout {
   int kp = 0, vp = 0;  // row pitches of INT8 K and fp16 V: 16 bytes over the row, so the
                        // 8 rows of an ldmatrix land on distinct banks
   size_t k8 = 0, v16 = 0, scratch = 0, ks = 0, q8 = 0, qs = 0, lse = 0, consts = 0, part = 0,
-         qmax = 0, amax = 0, bar = 0, rawk = 0, rawv = 0, merge = 0, out = 0, total = 0;
+         qmax = 0, amax = 0, recv = 0, bar = 0, rawk = 0, rawv = 0, merge = 0, out = 0, total = 0;
+  size_t stats_bytes = 0;  // one CTA's statistics as sent to the others: part and qmax
   int merge_splits = 1;  // key-split partials each row group merges: min(splits, tiles)
 };
 
 __host__ __device__ inline size_t small_align16(size_t x) { return (x + 15) / 16 * 16; }
 
-// `rows`: query rows per CTA (64 or 32).
-__host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, int kc, int rows) {
+// `rows`: query rows per CTA (64 or 32); `recv_slots`: the cluster's size where statistics
+// travel by bulk copies (SmallAttnParams::stats_by_copy), else 0.
+__host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, int kc, int rows,
+                                                    int recv_slots) {
   SmallLayout L;
   L.kp = dpad + 16;
   L.vp = 2 * dpad + 16;
@@ -95,9 +102,12 @@ __host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, in
   L.consts = L.lse + rows * sizeof(float);
   L.part = L.consts + 8 * static_cast<size_t>(dpad) * 4;   // this CTA's statistics: [6][dpad]
   L.qmax = L.part + 6 * static_cast<size_t>(dpad) * 4;     // max |q| of its rows: [8][dpad/8]
+  L.stats_bytes = 7 * static_cast<size_t>(dpad) * 4;        // part and qmax, contiguous
   L.amax = L.qmax + static_cast<size_t>(dpad) * 4;         // per-key absmax of its keys: [kc]
-  L.bar = small_align16(L.amax + (static_cast<size_t>(kc) + kSmallKeyTile) * 4);  // mbarrier
-  L.rawk = L.bar + 16;                                     // raw K, V rows: [kc][D] each
+  // Every rank's statistics as the copy engine delivers them: [cluster][stats_bytes].
+  L.recv = small_align16(L.amax + (static_cast<size_t>(kc) + kSmallKeyTile) * 4);
+  L.bar = L.recv + static_cast<size_t>(recv_slots) * L.stats_bytes;  // three mbarriers
+  L.rawk = L.bar + 32;                                     // raw K, V rows: [kc][D] each
   L.rawv = L.rawk + static_cast<size_t>(kc) * D * 2;
   const size_t raw_end = L.rawv + static_cast<size_t>(kc) * D * 2;
   // After the key loop, every split's partial O, row maxima and sums:

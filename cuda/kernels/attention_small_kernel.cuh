@@ -2,9 +2,9 @@
 // kv-head), one launch for the whole forward. Phases of a CTA (rank r of C):
 //   A  its query rows (64 or 32) into registers; its share of the keys, raw K and V, into
 //      shared memory
-//   B  statistics of that share (channel sums, maxima, minima of K and V) and max |q| of its rows
-//   -- cluster barrier --
-//   C  every CTA combines all ranks' statistics (distributed shared memory): μ_K, α, μ_V, σ_V
+//   B  statistics of that share (channel sums, maxima, minima of K and V) and max |q| of its
+//      rows, sent to every other CTA by bulk copies (an mbarrier counts the bytes arriving)
+//   C  every CTA combines all ranks' statistics, in rank order: μ_K, α, μ_V, σ_V
 //   D  INT8 K (+ per-key scales) and fp16 / E4M3-valued V of its keys into its shared memory,
 //      then bulk copies of those rows into every other CTA's (the copy engine; an mbarrier
 //      counts the bytes arriving); INT8 Q of its rows meanwhile; wait for the other shares
@@ -16,6 +16,7 @@
 #include <cooperative_groups.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/quant_math.h"
 #include "device/mma.cuh"
@@ -40,6 +41,15 @@ __device__ __forceinline__ uint32_t pv_pair(float lo, float hi) {
   } else {
     return dev::pack2<false>(lo, hi);
   }
+}
+
+// Elementwise maximum (kMax) or minimum of two fp16 (kBf16 false) or bf16 pairs: one HMNMX2.
+template <bool kBf16, bool kMax>
+__device__ __forceinline__ uint32_t pair_extreme(uint32_t a, uint32_t b) {
+  using T = std::conditional_t<kBf16, __nv_bfloat162, __half2>;
+  const T x = *reinterpret_cast<const T*>(&a), y = *reinterpret_cast<const T*>(&b);
+  const T m = kMax ? __hmax2(x, y) : __hmin2(x, y);
+  return *reinterpret_cast<const uint32_t*>(&m);
 }
 
 // A query row of this CTA: its packed row (q-heads of a group stacked, pitch Nq).
@@ -86,7 +96,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   const int my_keys = max(0, min(kc, L - key0));  // valid keys this CTA loads and prepares
 
   extern __shared__ __align__(128) uint8_t smem[];
-  const SmallLayout lay = small_layout(DPAD, D, nkp, kc, ROWS);
+  const SmallLayout lay = small_layout(DPAD, D, nkp, kc, ROWS, P.stats_by_copy ? P.cluster : 0);
   uint8_t* sK8 = smem + lay.k8;
   uint8_t* sV16 = smem + lay.v16;
   float* sScratch = reinterpret_cast<float*>(smem + lay.scratch);
@@ -115,6 +125,8 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   const int rows_total = p.G * p.Nq;
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem + lay.bar);  // raw K/V of this CTA's share
   uint64_t* kv_bar = bar + 1;  // the other CTAs' quantized shares (phase D)
+  uint64_t* stats_bar = bar + 2;  // the other CTAs' statistics (end of phase B)
+  uint8_t* sRecv = smem + lay.recv;  // rank r's statistics at r·stats_bytes (r != rank)
   // Keys rank r prepares (the rows it sends; whole key-step passes: small_key_quantum).
   auto keys_of = [&](int r) { return max(0, min(kc, nkp - r * kc)); };
   if (warp == 0) {
@@ -123,7 +135,8 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     if (lane == 0) {
       dev::mbar_init(bar, 1);
       dev::mbar_init(kv_bar, 1);
-      dev::mbar_init_fence();  // visible to the cluster's copies after the first cluster barrier
+      dev::mbar_init(stats_bar, 1);
+      dev::mbar_init_fence();  // visible to the cluster's copies after the cluster barrier below
     }
     __syncwarp();
     if (lane == 0) {
@@ -132,10 +145,15 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       for (int r = 0; r < C; ++r)
         if (r != rank) incoming += static_cast<uint32_t>(keys_of(r)) * (lay.kp + lay.vp + 4);
       dev::mbar_arrive_expect_tx(kv_bar, incoming);
+      if (P.stats_by_copy)
+        dev::mbar_arrive_expect_tx(stats_bar, static_cast<uint32_t>((C - 1) * lay.stats_bytes));
     }
   }
   for (int c = tid; c < DPAD; c += kSmallThreads) sQmax[c] = 0u;
   __syncthreads();
+  // Every CTA's barriers are initialised before any CTA sends to them: arrive now, wait before
+  // the first copy to another CTA (end of phase B), by when every CTA has long arrived.
+  dev::cluster_arrive_relaxed();
   {
     const char* gk = static_cast<const char*>(P.k) +
                      2 * (b * P.k_stride[0] + hkv * P.k_stride[1] + key0 * P.k_stride[2]);
@@ -179,28 +197,36 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   }
 
   // ---- B: statistics of this CTA's share ---------------------------------------------------
-  if (P.balance && warp_has_q) {  // max |q| per channel over this CTA's rows (K/V still landing)
-    float qm[kCpl][8];
+  // max |q| per channel over this CTA's rows (K/V still landing), on the 16-bit values
+  // themselves: clearing the sign bits gives |q| of a channel pair, non-negative fp16 and bf16
+  // order as unsigned integers, so one max.u16x2 and one shuffle serve two channels (fp32
+  // unpacking, fabs and a shuffle per channel were ~330 instructions a warp: NOTES run 49).
+  // sQmax holds the largest magnitude's 16-bit pattern; phase C widens it to float.
+  if (P.balance && warp_has_q) {
+    uint32_t qm[kCpl][4];
 #pragma unroll
     for (int i = 0; i < kCpl; ++i) {
-      unpack8<BF16>(qraw[i], qm[i]);
       const bool live = qlive && (lq + kLanes * i) * 8 < D;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) qm[i][j] = live ? fabsf(qm[i][j]) : 0.f;
+      qm[i][0] = live ? qraw[i].x & 0x7fff7fffu : 0u;
+      qm[i][1] = live ? qraw[i].y & 0x7fff7fffu : 0u;
+      qm[i][2] = live ? qraw[i].z & 0x7fff7fffu : 0u;
+      qm[i][3] = live ? qraw[i].w & 0x7fff7fffu : 0u;
     }
 #pragma unroll
     for (int o = kLanes; o < 32; o <<= 1)
 #pragma unroll
       for (int i = 0; i < kCpl; ++i)
 #pragma unroll
-        for (int j = 0; j < 8; ++j) qm[i][j] = fmaxf(qm[i][j], __shfl_xor_sync(0xffffffffu, qm[i][j], o));
+        for (int j = 0; j < 4; ++j) qm[i][j] = __vmaxu2(qm[i][j], __shfl_xor_sync(0xffffffffu, qm[i][j], o));
     if (lane < kLanes)
 #pragma unroll
       for (int i = 0; i < kCpl; ++i)
         if ((lq + kLanes * i) * 8 < D)
 #pragma unroll
-          for (int j = 0; j < 8; ++j)
-            atomicMax(&sQmax[j * (DPAD / 8) + lq + kLanes * i], __float_as_uint(qm[i][j]));  // >= 0
+          for (int j = 0; j < 4; ++j) {
+            atomicMax(&sQmax[(2 * j) * (DPAD / 8) + lq + kLanes * i], qm[i][j] & 0xffffu);
+            atomicMax(&sQmax[(2 * j + 1) * (DPAD / 8) + lq + kLanes * i], qm[i][j] >> 16);
+          }
   }
   dev::mbar_wait(bar, 0);
   {
@@ -211,27 +237,40 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     // on different banks (6·D words is a multiple of 32).
     const int kGroupPitch = 6 * D + row_chunks;
     if (grp < groups) {
-      float st[6][8];
+      // Sums in fp32; maxima and minima on the 16-bit pairs themselves (one HMNMX2 for two
+      // channels, exact), widened once at the end.
+      constexpr uint32_t kNegInf = BF16 ? 0xff80ff80u : 0xfc00fc00u;
+      constexpr uint32_t kPosInf = BF16 ? 0x7f807f80u : 0x7c007c00u;
+      float sk[8], sv[8];
+      uint32_t kmax[4], kmin[4], vmax[4], vmin[4];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        st[0][i] = st[3][i] = 0.f;
-        st[1][i] = st[4][i] = -INFINITY;
-        st[2][i] = st[5][i] = INFINITY;
-      }
+      for (int i = 0; i < 8; ++i) sk[i] = sv[i] = 0.f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) kmax[i] = vmax[i] = kNegInf, kmin[i] = vmin[i] = kPosInf;
       for (int r = grp; r < my_keys; r += groups) {
+        const uint4 kw = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + ch) * 16);
+        const uint4 vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + ch) * 16);
         float k[8], v[8];
-        unpack8<BF16>(*reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + ch) * 16), k);
-        unpack8<BF16>(*reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + ch) * 16), v);
+        unpack8<BF16>(kw, k);
+        unpack8<BF16>(vw, v);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          st[0][i] += k[i];
-          st[1][i] = fmaxf(st[1][i], k[i]);
-          st[2][i] = fminf(st[2][i], k[i]);
-          st[3][i] += v[i];
-          st[4][i] = fmaxf(st[4][i], v[i]);
-          st[5][i] = fminf(st[5][i], v[i]);
+        for (int i = 0; i < 8; ++i) sk[i] += k[i], sv[i] += v[i];
+        const uint32_t ku[4] = {kw.x, kw.y, kw.z, kw.w}, vu[4] = {vw.x, vw.y, vw.z, vw.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          kmax[i] = pair_extreme<BF16, true>(kmax[i], ku[i]);
+          kmin[i] = pair_extreme<BF16, false>(kmin[i], ku[i]);
+          vmax[i] = pair_extreme<BF16, true>(vmax[i], vu[i]);
+          vmin[i] = pair_extreme<BF16, false>(vmin[i], vu[i]);
         }
       }
+      float st[6][8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) st[0][i] = sk[i], st[3][i] = sv[i];
+      unpack8<BF16>(make_uint4(kmax[0], kmax[1], kmax[2], kmax[3]), st[1]);
+      unpack8<BF16>(make_uint4(kmin[0], kmin[1], kmin[2], kmin[3]), st[2]);
+      unpack8<BF16>(make_uint4(vmax[0], vmax[1], vmax[2], vmax[3]), st[4]);
+      unpack8<BF16>(make_uint4(vmin[0], vmin[1], vmin[2], vmin[3]), st[5]);
       // Scratch [group][statistic][channel % 8][chunk]: a warp's lanes (consecutive chunks)
       // store consecutive words (channel-major rows were an 8-way bank conflict per store).
 #pragma unroll
@@ -256,29 +295,45 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       for (int s = 0; s < 6; ++s) sPart[s * DPAD + c] = st[s];
     }
   }
-  // The scratch (written above through the generic proxy) is where the other CTAs' copies land
-  // in phase D (async proxy): order the two proxies before the barrier.
+  // The statistics (part, qmax) go to every other CTA by the copy engine, so the exchange needs
+  // no cluster barrier with its release fence (a MEMBAR.ALL.GPU per thread, ~0.6 us here: NOTES
+  // run 49): the receiver's mbarrier makes the bytes visible. The fence orders this CTA's
+  // generic-proxy accesses (the statistics, and the scratch where the other CTAs' phase-D copies
+  // land: they can only start after receiving these statistics) before the async proxy.
   dev::fence_proxy_async_smem();
-  cluster.sync();  // every rank's statistics are published
+  dev::cluster_wait();  // (the arrive after the barriers' initialisation)
+  if (P.stats_by_copy) {
+    __syncthreads();
+    if (tid < C && tid != rank)  // one thread per destination CTA
+      dev::bulk_copy_to_cluster_rank(sRecv + rank * lay.stats_bytes, sPart,
+                                     static_cast<uint32_t>(lay.stats_bytes), stats_bar,
+                                     static_cast<uint32_t>(tid));
+    dev::mbar_wait(stats_bar, 0);  // every rank's statistics are here
+  } else {
+    cluster.sync();  // every rank's statistics are readable in its shared memory
+  }
 
   // ---- C: the head's constants from all ranks' statistics ----------------------------------
   for (int c = tid; c < DPAD; c += kSmallThreads) {
     float kmu = 0.f, alpha = 1.f, vmu = 0.f, vsig = 1.f;
     if (c < D) {
       float st[6] = {0.f, -INFINITY, INFINITY, 0.f, -INFINITY, INFINITY};
-      float qmax = 0.f;
+      unsigned qmax_bits = 0u;  // the 16-bit pattern of max |q| (see phase B)
 #pragma unroll
-      for (int r = 0; r < kSmallMaxCluster; ++r)  // unrolled: all ranks' loads in flight
+      for (int r = 0; r < kSmallMaxCluster; ++r)  // ranks in order: every CTA sums alike
         if (r < C) {
-          const float* s = cluster.map_shared_rank(sPart, r) + c;
+          const uint8_t* src = r == rank         ? smem + lay.part
+                               : P.stats_by_copy ? sRecv + r * lay.stats_bytes
+                                                 : cluster.map_shared_rank(smem + lay.part, r);
+          const float* s = reinterpret_cast<const float*>(src) + c;
+          const unsigned* qm = reinterpret_cast<const unsigned*>(src + (lay.qmax - lay.part));
           st[0] += s[0];
           st[1] = fmaxf(st[1], s[DPAD]);
           st[2] = fminf(st[2], s[2 * DPAD]);
           st[3] += s[3 * DPAD];
           st[4] = fmaxf(st[4], s[4 * DPAD]);
           st[5] = fminf(st[5], s[5 * DPAD]);
-          qmax = fmaxf(qmax, __uint_as_float(
-                                 *cluster.map_shared_rank(sQmax + (c % 8) * (DPAD / 8) + c / 8, r)));
+          qmax_bits = max(qmax_bits, qm[(c % 8) * (DPAD / 8) + c / 8]);
         }
       if (L > 0) {
         const float inv_n = 1.0f / static_cast<float>(L);
@@ -286,6 +341,8 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
         vmu = P.smooth_v ? st[3] * inv_n : 0.f;
         const float kabs = fmaxf(st[1] - kmu, kmu - st[2]);
         const float vabs = fmaxf(st[4] - vmu, vmu - st[5]);
+        const float qmax = BF16 ? __uint_as_float(qmax_bits << 16)
+                                : __half2float(__ushort_as_half(static_cast<unsigned short>(qmax_bits)));
         alpha = P.balance ? qm::balance_factor(qmax, kabs) : 1.f;
         vsig = qm::v_scale(vabs, kFast, P.v_headroom);
       }
@@ -441,7 +498,9 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   // This CTA's rows may be overwritten (the merge below) or its shared memory released (exit)
   // only once the copies reading them are done: each CTA arrives once its own incoming copies
   // have landed, so all copies are done once all have arrived; the wait is before the merge.
-  auto copies_done = cluster.barrier_arrive();
+  // Relaxed: what it protects are the copy engine's reads, which a release fence of this
+  // thread's own accesses would not order anyway (and it cost ~0.3 us: NOTES run 49).
+  dev::cluster_arrive_relaxed();
 
   // ---- E: attention; warps w, w + kGroups, ... share row group w % kGroups, tiles interleave --
   const int g8 = lane >> 2, t4 = lane & 3;
@@ -547,7 +606,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   const int msplits = lay.merge_splits;  // splits that can hold keys: min(kSplits, nkp / 64)
   float* sMergeAcc = reinterpret_cast<float*>(smem + lay.merge);  // [kGroups][msplits][kDTiles][32][4]
   float* sMergeML = sMergeAcc + kGroups * msplits * kDTiles * 32 * 4;  // [kGroups][msplits][2][2][32]
-  cluster.barrier_wait(std::move(copies_done));  // (see the arrive)
+  dev::cluster_wait();  // (see the arrive)
   __syncthreads();
   if (split < msplits) {
     float4* dst = reinterpret_cast<float4*>(sMergeAcc) + (rg * msplits + split) * kDTiles * 32 + lane;

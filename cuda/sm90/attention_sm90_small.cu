@@ -9,7 +9,7 @@ namespace {
 template <int DPAD, int MODE, bool BF16, int ROWS>
 cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
   const auto kernel = small::attention_small_kernel<DPAD, MODE, BF16, ROWS>;
-  const SmallLayout lay = small_layout(DPAD, p.a.D, p.nkp, p.kc, ROWS);
+  const SmallLayout lay = small_layout(DPAD, p.a.D, p.nkp, p.kc, ROWS, p.stats_by_copy ? p.cluster : 0);
   if (lay.total > kSmallMaxSmem || p.cluster < 1 || p.cluster > kSmallMaxCluster)
     return cudaErrorInvalidValue;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -501,9 +501,10 @@ TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
 // one thread-block-cluster launch that prepares K and V itself (kernels/attention_small.h):
 // every padded head dim, both INT8 modes, every input family, clusters of 1 to 8 CTAs (GQA
 // packs the rows), ragged key tails, causal rows with per-batch lengths (one batch empty: O = 0,
-// LSE = −inf), per-block K scales, bf16 NHD and the sd15_l3_cfg shape. Where the path does not
-// apply (other GPUs, a head dim whose K/V exceed one CTA's shared memory) the usual kernels run
-// the same cases.
+// LSE = −inf), per-block K scales, bf16 NHD, the sd15_l3_cfg shape and both statistics
+// exchanges (bulk copies, or a cluster barrier where their slots do not fit). Where the path
+// does not apply (other GPUs, a head dim whose K/V exceed one CTA's shared memory) the usual
+// kernels run the same cases.
 // The small-problem path (plan_small) picks 32-row CTAs where the doubled grid fits (here: the
 // head-dim loop at D >= 40, the 30-row GQA case, the per-token causal case) and 64-row CTAs
 // otherwise (D = 32, the 400- and 512-row GQA cases, per-block K, the 16-head sd15_l3 shape,
@@ -575,6 +576,21 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
     Outcome r;
     run(c, r);
     expect_bar(c, r, name(c) + " small sd15_l3 shape");
+    // Head dim 192, 256 keys, 32-row CTAs in clusters of 8: the statistics' receive slots do
+    // not fit beside K/V, so the CTAs exchange statistics through a cluster barrier instead
+    // of bulk copies (SmallAttnParams::stats_by_copy = 0).
+    Case x;
+    x.mode = mode;
+    x.B = 1;
+    x.Hq = x.Hkv = 2;
+    x.Nq = x.Nk = 256;
+    x.D = 192;
+    x.family = t::Family::OutlierChannels;
+    x.with_lse = true;
+    Outcome rx;
+    run(x, rx);
+    expect_bar(x, rx, name(x) + " small, statistics through a cluster barrier");
+    EXPECT_LE(rx.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode)) << name(x) << ": " << t::to_string(rx.lse_vs_cpu);
   }
 }
 
