@@ -207,13 +207,17 @@ __device__ __forceinline__ float absmax8(const float (&x)[8]) {
 // words. x·inv + 1.5·2^23 (one FMA) puts the rounded integer in the low
 // mantissa bits, the clamp works on that form and PRMTs gather the low bytes: three FP
 // instructions and under one PRMT an element, none on the conversion pipe.
+// kClamp false: for a group scaled by qm::int8_scale(absmax, m) with 1 <= m <= 64 and every
+// |x| <= absmax, |x·inv| <= (127 / m)·(1 + 2^-22), which rounds to at most 127: the clamp is a
+// no-op there and two of the three FP instructions an element go (int8_clamp_needed).
+template <bool kClamp = true>
 __device__ __forceinline__ uint2 quantize8_int8(const float (&x)[8], float inv) {
   constexpr float kMagic = 12582912.0f;  // 1.5·2^23
   uint32_t b[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const float t = fmaf(x[i], inv, kMagic);
-    b[i] = __float_as_uint(fminf(fmaxf(t, kMagic - qm::kInt8Max), kMagic + qm::kInt8Max));
+    b[i] = __float_as_uint(kClamp ? fminf(fmaxf(t, kMagic - qm::kInt8Max), kMagic + qm::kInt8Max) : t);
   }
   const uint32_t lo = __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040),
                                   0x5410);
@@ -221,6 +225,11 @@ __device__ __forceinline__ uint2 quantize8_int8(const float (&x)[8], float inv) 
                                   0x5410);
   return make_uint2(lo, hi);
 }
+
+// Whether quantize8_int8 must clamp for groups scaled by qm::int8_scale(absmax, m): a
+// multiplier below 1 (a timestep policy that clips) scales values past ±127, and above 64 the
+// scale's overflow guard (scale 1) can be taken for a finite absmax. NaN clamps.
+__device__ __forceinline__ bool int8_clamp_needed(float m) { return !(m >= 1.f && m <= 64.f); }
 
 // One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the row's absmax over
 // its kLanes lanes and (only when the LSE is written) the K-smoothing shift, then INT8 into sQ

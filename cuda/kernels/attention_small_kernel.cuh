@@ -5,9 +5,10 @@
 //   B  statistics of that share (channel sums, maxima, minima of K and V) and max |q| of its
 //      rows, sent to every other CTA by bulk copies (an mbarrier counts the bytes arriving)
 //   C  every CTA combines all ranks' statistics, in rank order: μ_K, α, μ_V, σ_V
-//   D  INT8 K (+ per-key scales) and fp16 / E4M3-valued V of its keys into its shared memory,
-//      then bulk copies of those rows into every other CTA's (the copy engine; an mbarrier
-//      counts the bytes arriving); INT8 Q of its rows meanwhile; wait for the other shares
+//   D  fp16 / E4M3-valued V of its keys into its shared memory and bulk copies of those rows
+//      into every other CTA's (the copy engine; an mbarrier counts the bytes arriving), then
+//      INT8 K (+ per-key scales) likewise; INT8 Q of its rows meanwhile; wait for the other
+//      shares
 //   E  the 2 or 4 warps of a 16-row group attend interleaved 64-key tiles (online softmax);
 //      their partial results meet in shared memory, each warp merges a slice of the columns,
 //      and O (16-byte stores) and LSE are written.
@@ -230,12 +231,15 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   }
   dev::mbar_wait(bar, 0);
   {
-    // Thread -> (8-channel chunk, group of keys); per-thread sums, maxima and minima of K and V.
-    const int groups = kSmallThreads / row_chunks;
-    const int grp = tid / row_chunks, ch = tid - grp * row_chunks;
+    // Thread -> (8-channel chunk of the padded row, group of keys); per-thread sums, maxima and
+    // minima of K and V. Chunks and groups by the padded head dim: compile-time strides and
+    // trip counts (runtime ones were ~190 IMAD of address arithmetic: NOTES run 50); chunks past
+    // D take no keys and give the identities.
+    constexpr int kChunks = DPAD / 8, groups = kSmallThreads / kChunks;
+    const int grp = tid / kChunks, ch = tid - grp * kChunks;
     // A group's block is padded by one row of chunks: the groups that share a warp then start
-    // on different banks (6·D words is a multiple of 32).
-    const int kGroupPitch = 6 * D + row_chunks;
+    // on different banks (6·DPAD words is a multiple of 32).
+    constexpr int kGroupPitch = 6 * DPAD + kChunks;
     if (grp < groups) {
       // Sums in fp32; maxima and minima on the 16-bit pairs themselves (one HMNMX2 for two
       // channels, exact), widened once at the end.
@@ -247,7 +251,8 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       for (int i = 0; i < 8; ++i) sk[i] = sv[i] = 0.f;
 #pragma unroll
       for (int i = 0; i < 4; ++i) kmax[i] = vmax[i] = kNegInf, kmin[i] = vmin[i] = kPosInf;
-      for (int r = grp; r < my_keys; r += groups) {
+      const int keys = ch < row_chunks ? my_keys : 0;
+      for (int r = grp; r < keys; r += groups) {
         const uint4 kw = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + ch) * 16);
         const uint4 vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + ch) * 16);
         float k[8], v[8];
@@ -276,20 +281,20 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
 #pragma unroll
       for (int s = 0; s < 6; ++s)
 #pragma unroll
-        for (int i = 0; i < 8; ++i) sScratch[grp * kGroupPitch + (s * 8 + i) * row_chunks + ch] = st[s][i];
+        for (int i = 0; i < 8; ++i) sScratch[grp * kGroupPitch + (s * 8 + i) * kChunks + ch] = st[s][i];
     }
     __syncthreads();
     for (int c = tid; c < D; c += kSmallThreads) {
       float st[6] = {0.f, -INFINITY, INFINITY, 0.f, -INFINITY, INFINITY};
-      const int cs = (c % 8) * row_chunks + c / 8;  // channel c within a statistic's block
-      for (int g = 0; g < groups; ++g) {
-        const float* s = sScratch + g * kGroupPitch + cs;
+      const float* s = sScratch + (c % 8) * kChunks + c / 8;  // channel c in a statistic's block
+#pragma unroll
+      for (int g = 0; g < groups; ++g, s += kGroupPitch) {
         st[0] += s[0];
-        st[1] = fmaxf(st[1], s[D]);
-        st[2] = fminf(st[2], s[2 * D]);
-        st[3] += s[3 * D];
-        st[4] = fmaxf(st[4], s[4 * D]);
-        st[5] = fminf(st[5], s[5 * D]);
+        st[1] = fmaxf(st[1], s[DPAD]);
+        st[2] = fminf(st[2], s[2 * DPAD]);
+        st[3] += s[3 * DPAD];
+        st[4] = fmaxf(st[4], s[4 * DPAD]);
+        st[5] = fminf(st[5], s[5 * DPAD]);
       }
 #pragma unroll
       for (int s = 0; s < 6; ++s) sPart[s * DPAD + c] = st[s];
@@ -319,22 +324,36 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     if (c < D) {
       float st[6] = {0.f, -INFINITY, INFINITY, 0.f, -INFINITY, INFINITY};
       unsigned qmax_bits = 0u;  // the 16-bit pattern of max |q| (see phase B)
+      // `stats_of(r)`: where rank r's statistics are. Two instantiations, so that the usual
+      // case (all in this CTA's shared memory) compiles to shared-memory loads, not generic
+      // ones with their address-space tests (NOTES run 50).
+      auto combine = [&](auto stats_of) {
+        // Ranks in order, so every CTA sums alike. No branch per rank (it kept each rank's
+        // loads behind the previous rank's sums): ranks past C read this CTA's own statistics
+        // again, which the extrema ignore, and add zeros to the sums.
 #pragma unroll
-      for (int r = 0; r < kSmallMaxCluster; ++r)  // ranks in order: every CTA sums alike
-        if (r < C) {
-          const uint8_t* src = r == rank         ? smem + lay.part
-                               : P.stats_by_copy ? sRecv + r * lay.stats_bytes
-                                                 : cluster.map_shared_rank(smem + lay.part, r);
+        for (int r = 0; r < kSmallMaxCluster; ++r) {
+          const bool live = r < C;
+          const uint8_t* src = stats_of(live ? r : rank);
           const float* s = reinterpret_cast<const float*>(src) + c;
           const unsigned* qm = reinterpret_cast<const unsigned*>(src + (lay.qmax - lay.part));
-          st[0] += s[0];
+          st[0] += live ? s[0] : 0.f;
           st[1] = fmaxf(st[1], s[DPAD]);
           st[2] = fminf(st[2], s[2 * DPAD]);
-          st[3] += s[3 * DPAD];
+          st[3] += live ? s[3 * DPAD] : 0.f;
           st[4] = fmaxf(st[4], s[4 * DPAD]);
           st[5] = fminf(st[5], s[5 * DPAD]);
           qmax_bits = max(qmax_bits, qm[(c % 8) * (DPAD / 8) + c / 8]);
         }
+      };
+      if (P.stats_by_copy)
+        combine([&](int r) -> const uint8_t* {
+          return r == rank ? smem + lay.part : sRecv + r * lay.stats_bytes;
+        });
+      else
+        combine([&](int r) -> const uint8_t* {
+          return r == rank ? smem + lay.part : cluster.map_shared_rank(smem + lay.part, r);
+        });
       if (L > 0) {
         const float inv_n = 1.0f / static_cast<float>(L);
         kmu = P.smooth_k ? st[0] * inv_n : 0.f;
@@ -411,19 +430,24 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   }
   // This CTA's keys go into its own K, V and key-scale rows; the copy engine then sends them to
   // the other CTAs (stores to every CTA, a branch and 64-bit address per destination, were the
-  // largest stretch of the kernel: NOTES run 42). Keys past L are written as zeros.
+  // largest stretch of the kernel: NOTES run 42). Keys past L are written as zeros. V first,
+  // sent as soon as it is written, then K: the copies are bound by the cluster network's
+  // bandwidth (the wait for them was 11% of sd15_l3's samples), so V's two thirds of the bytes
+  // travel while K is quantized, and V's pass is the shorter one (NOTES run 50). The K pass is
+  // instantiated with and without INT8's clamp (int8_clamp_needed: a uniform branch).
+  auto send_rows = [&](uint8_t* rows, int pitch) {  // this CTA's rows of a K/V array
+    if (tid < C && tid != rank && rows_here > 0)  // one thread per destination CTA
+      dev::bulk_copy_to_cluster_rank(rows + key0 * pitch, rows + key0 * pitch,
+                                     static_cast<uint32_t>(rows_here * pitch), kv_bar,
+                                     static_cast<uint32_t>(tid));
+  };
+  // V' = v/σ_V − μ_V/σ_V: fp16 (BALANCED) or E4M3 held in fp16 (FAST).
   for (int r = r_first; r < rows_here; r += kKeyStep) {
-    const int j = key0 + r;  // key index in the head
+    const int j = key0 + r;
     const bool key_live = r < my_keys;
-    float x[kCpl][8];
-    const float amax = k_row(r, x);
-    const float scale = qm::int8_scale(P.k_per_token ? amax : sAmax[kc + r / 64], P.k_multiplier);
-    const float inv = 1.0f / scale;
 #pragma unroll
     for (int i = 0; i < kCpl; ++i) {
       const int c = (lq + kLanes * i) * 8;
-      const uint2 kq = quantize8_int8(x[i], inv);
-      // V': fp16 (BALANCED) or E4M3 held in fp16 (FAST).
       uint4 vw = make_uint4(0u, 0u, 0u, 0u);
       if (c < D && key_live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c / 8) * 16);
       float v[8], mul[8], add[8];
@@ -441,23 +465,39 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
         }
         h[e] = pv_pair<kFast>(y0, y1);
       }
-      *reinterpret_cast<uint2*>(sK8 + j * lay.kp + c) = key_live ? kq : make_uint2(0u, 0u);
       *reinterpret_cast<uint4*>(sV16 + j * lay.vp + 2 * c) =
           key_live ? make_uint4(h[0], h[1], h[2], h[3]) : make_uint4(0u, 0u, 0u, 0u);
     }
-    if (lq == 0) sKs[j] = key_live ? scale : 1.f;
   }
   dev::fence_proxy_async_smem();  // these rows are read by the copy engine next
   __syncthreads();
-  if (tid < C && tid != rank && rows_here > 0) {  // one thread per destination CTA
-    const uint32_t d = static_cast<uint32_t>(tid);
-    dev::bulk_copy_to_cluster_rank(sK8 + key0 * lay.kp, sK8 + key0 * lay.kp,
-                                   static_cast<uint32_t>(rows_here * lay.kp), kv_bar, d);
-    dev::bulk_copy_to_cluster_rank(sV16 + key0 * lay.vp, sV16 + key0 * lay.vp,
-                                   static_cast<uint32_t>(rows_here * lay.vp), kv_bar, d);
-    dev::bulk_copy_to_cluster_rank(sKs + key0, sKs + key0, static_cast<uint32_t>(rows_here * 4),
-                                   kv_bar, d);
-  }
+  send_rows(sV16, lay.vp);
+  auto k_pass = [&](auto clamp_tag) {
+    constexpr bool kClamp = decltype(clamp_tag)::value;
+    for (int r = r_first; r < rows_here; r += kKeyStep) {
+      const int j = key0 + r;  // key index in the head
+      const bool key_live = r < my_keys;
+      float x[kCpl][8];
+      const float amax = k_row(r, x);
+      const float scale = qm::int8_scale(P.k_per_token ? amax : sAmax[kc + r / 64], P.k_multiplier);
+      const float inv = 1.0f / scale;
+#pragma unroll
+      for (int i = 0; i < kCpl; ++i) {
+        const uint2 kq = quantize8_int8<kClamp>(x[i], inv);
+        *reinterpret_cast<uint2*>(sK8 + j * lay.kp + (lq + kLanes * i) * 8) =
+            key_live ? kq : make_uint2(0u, 0u);
+      }
+      if (lq == 0) sKs[j] = key_live ? scale : 1.f;
+    }
+  };
+  if (int8_clamp_needed(P.k_multiplier))
+    k_pass(std::true_type{});
+  else
+    k_pass(std::false_type{});
+  dev::fence_proxy_async_smem();  // these rows are read by the copy engine next
+  __syncthreads();
+  send_rows(sK8, lay.kp);
+  send_rows(reinterpret_cast<uint8_t*>(sKs), 4);
   // Q's quantization is local: it runs while the copies are in flight. Per row as
   // quantize_q_chunk (attention_common.cuh), over this lane's kCpl chunks.
   if (warp_has_q) {
@@ -484,9 +524,16 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       for (int o = kLanes / 2; o > 0; o >>= 1) shift += __shfl_xor_sync(0xffffffffu, shift, o);
     const float sc = qm::int8_scale(lane_group_max_nonneg<kLanes>(m), p.q_multiplier);
     const float inv = 1.0f / sc;
+    uint8_t* q_dst = sQ8 + q_local * lay.kp + lq * 8;
+    if (int8_clamp_needed(p.q_multiplier)) {
 #pragma unroll
-    for (int i = 0; i < kCpl; ++i)
-      *reinterpret_cast<uint2*>(sQ8 + q_local * lay.kp + (lq + kLanes * i) * 8) = quantize8_int8(x[i], inv);
+      for (int i = 0; i < kCpl; ++i)
+        *reinterpret_cast<uint2*>(q_dst + kLanes * i * 8) = quantize8_int8<true>(x[i], inv);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kCpl; ++i)
+        *reinterpret_cast<uint2*>(q_dst + kLanes * i * 8) = quantize8_int8<false>(x[i], inv);
+    }
     if (lq == 0) {
       // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
       sLse[q_local] = want_shift ? shift * p.sm_scale : 0.f;

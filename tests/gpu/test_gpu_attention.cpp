@@ -67,6 +67,7 @@ struct Case {
   bool misaligned_q_o = false;
   std::vector<uint8_t> mask;  // dense [1, 1, nqb, nkb] when non-empty
   int64_t mask_qb = 128, mask_kb = 64;
+  float scale_multiplier = 1.f;  // of the INT8 scales; below 1 the quantizers clip
   uint64_t seed = 1;
 };
 
@@ -113,6 +114,7 @@ class GpuAttention : public ::testing::Test {
     fp.mode = c.mode;
     fp.causal = c.causal;
     fp.k_granularity = c.k_gran;
+    fp.scale_multiplier = c.scale_multiplier;
     int8attn_tensor_t lse_desc{}, len_desc{}, mask_desc{};
     const int64_t rows = c.B * c.Hq * c.Nq;
     if (c.with_lse) {
@@ -592,6 +594,32 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
     expect_bar(x, rx, name(x) + " small, statistics through a cluster barrier");
     EXPECT_LE(rx.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode)) << name(x) << ": " << t::to_string(rx.lse_vs_cpu);
   }
+}
+
+// A scale multiplier below 1 (a timestep policy's) makes the INT8 quantizers clip the largest
+// values of Q and K to ±127; at 1 the kernels skip the clamp (no value can pass 127 there:
+// int8_clamp_needed). Both on the small-problem path and on the usual kernels: the GPU must
+// clip as the CPU backend does (an unclamped value wraps around in its byte).
+TEST_F(GpuAttention, ScaleMultiplierClipsLikeTheCpuBackend) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
+    for (int64_t n : {200, 1100}) {
+      Case c;
+      c.mode = mode;
+      c.B = 2;
+      c.Nq = c.Nk = n;
+      c.D = 128;
+      c.family = t::Family::OutlierChannels;
+      c.scale_multiplier = 0.6f;
+      c.with_lse = true;
+      Outcome r;
+      run(c, r);
+      SCOPED_TRACE(name(c) + " multiplier 0.6 vs float64: " + t::to_string(r.vs_ref) +
+                   " | vs CPU: " + t::to_string(r.vs_cpu));
+      EXPECT_EQ(r.unwritten, 0);
+      EXPECT_EQ(r.vs_ref.nonfinite, 0);
+      EXPECT_LE(r.vs_cpu.rel_l1, mode == INT8ATTN_MODE_FAST ? 0.045 : 0.012);
+      EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode)) << t::to_string(r.lse_vs_cpu);
+    }
 }
 
 TEST_F(GpuAttention, CacheAppendThenDecodeMatchesReference) {
