@@ -130,10 +130,8 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
     s.v_stride[i] = p.v.stride[i];
   }
   s.smooth_k = (p.flags & INT8ATTN_FLAG_SMOOTH_K) != 0;
-  s.smooth_v = (p.flags & INT8ATTN_FLAG_SMOOTH_V) != 0;
   s.balance = (p.flags & INT8ATTN_FLAG_BALANCE_CHANNELS) != 0;
   s.k_multiplier = p.scale_multiplier;
-  s.v_headroom = qm::kForwardHeadroom;
   plan.small = true;
   plan.workspace_bytes = 0;
   return true;

@@ -1,19 +1,22 @@
 // The one-launch path for small problems on Hopper (attention_small_kernel.cuh): a thread-block
-// cluster per (batch, kv-head) prepares K/V from the raw fp16/bf16 tensors in shared memory and
-// runs the attention, with no canonical K/V in global memory and no preparation launches.
+// cluster per (batch, kv-head) prepares K from the raw fp16/bf16 tensors in shared memory, takes
+// V as given, and runs the attention, with no canonical K/V in global memory and no preparation
+// launches.
 //
 // Why: at a few hundred tokens (sd15_l3_cfg: 256 tokens, head dim 160) the separate preparation
 // launches and the attention kernel are each a chain of latencies on a quarter-full chip
 // (cuda/NOTES.md runs 29-33, 41 and 42). Here each CTA of the cluster takes the statistics of its
 // share of the keys (and of its 64 or 32 query rows for channel balancing), the CTAs exchange
-// them through distributed shared memory, each quantizes its share of K and V into its own
-// shared memory and sends it to the others with bulk copies (the copy engine; an mbarrier counts
-// the bytes arriving), and once all shares are in every CTA attends its rows.
+// them through distributed shared memory, each quantizes its share of K into its own shared
+// memory and sends it to the others with bulk copies (the copy engine; an mbarrier counts the
+// bytes arriving), and once all shares are in every CTA attends its rows.
 //
-// The quantization maths are those of src/common/quant_math.h (the CPU backend's). Q·Kᵀ is the
-// INT8 m16n8k32 MMA; P·V is the fp16 m16n8k16 MMA in both modes: FAST's E4M3 P and V are rounded
-// to E4M3 and then held as fp16, which represents every E4M3 value exactly, so the products are
-// the FP8 MMA's (mma.sync has no FP8 shape on sm90).
+// The quantization maths of K and Q are those of src/common/quant_math.h (the CPU backend's).
+// Q·Kᵀ is the INT8 m16n8k32 MMA. P·V is the m16n8k16 MMA in V's own type (fp16 or bf16), with V
+// as the caller gave it: mma.sync has no FP8 shape on sm90, so an E4M3-rounded V would buy
+// nothing here but its rounding error, and raw V rows can go to the other CTAs as soon as they
+// land (NOTES run 51). FAST still rounds P to E4M3 (exact in both types); this path's FAST is
+// therefore more accurate than the mode's contract (docs/precision-modes.md).
 #pragma once
 
 #include <cstddef>
@@ -40,10 +43,14 @@ constexpr int kSmallMaxKeys = 256;    // keys per (batch, kv-head), padded to kS
 // chunk per lane with the row's chunks rounded up to a power of two of lanes left 12 of 32
 // lanes idle at head dim 160 and took 8 passes where this takes one (NOTES run 47).
 constexpr int kSmallQuantLanes = 4;
+// V rows a CTA sends to the others before its statistics (the rest follow them): as many as
+// the statistics pass covers on the cluster network; 12-20 rows measured alike, 28 or more and
+// none slower (NOTES run 51).
+constexpr int kSmallVEarlyRows = 16;
 constexpr size_t kSmallMaxSmem = 232448;  // Hopper's opt-in shared memory per block
-// Statistics scratch: every thread's 6 statistics of 8 channels (sum, max, min of K and V), plus
-// one padding word per thread (a group of D/8 threads is padded by D/8 words: bank spread).
-constexpr size_t kSmallScratchBytes = kSmallThreads * (6 * 8 + 1) * sizeof(float);
+// Statistics scratch: every thread's 3 statistics of 8 channels (sum, max, min of K), plus one
+// padding word per thread (a group of D/8 threads is padded by D/8 words: bank spread).
+constexpr size_t kSmallScratchBytes = kSmallThreads * (3 * 8 + 1) * sizeof(float);
 
 struct SmallAttnParams {
   AttnKernelParams a;  // Q, O, LSE, shape, masking, scales (the K/V fields are unused)
@@ -52,9 +59,9 @@ struct SmallAttnParams {
   int64_t k_stride[4] = {0, 0, 0, 0};
   const void* v = nullptr;
   int64_t v_stride[4] = {0, 0, 0, 0};
-  int smooth_k = 1, smooth_v = 1, balance = 1, k_per_token = 1;
+  // (V is not quantized on this path: SMOOTH_V and V's headroom do not apply.)
+  int smooth_k = 1, balance = 1, k_per_token = 1;
   float k_multiplier = 1.f;
-  float v_headroom = 1.f;
   int rows = kSmallMaxRows;  // query rows per CTA (the kernel's ROWS)
   int cluster = 1;  // CTAs per (batch, kv-head): ceil(G·Nq / rows)
   int nkp = 0;      // keys padded to kSmallKeyTile
@@ -70,7 +77,7 @@ struct SmallLayout {
   int kp = 0, vp = 0;  // row pitches of INT8 K and fp16 V: 16 bytes over the row, so the
                        // 8 rows of an ldmatrix land on distinct banks
   size_t k8 = 0, v16 = 0, scratch = 0, ks = 0, q8 = 0, qs = 0, lse = 0, consts = 0, part = 0,
-         qmax = 0, amax = 0, recv = 0, bar = 0, rawk = 0, rawv = 0, merge = 0, out = 0, total = 0;
+         qmax = 0, amax = 0, recv = 0, bar = 0, rawk = 0, merge = 0, out = 0, total = 0;
   size_t stats_bytes = 0;  // one CTA's statistics as sent to the others: part and qmax
   int merge_splits = 1;  // key-split partials each row group merges: min(splits, tiles)
 };
@@ -85,34 +92,34 @@ __host__ __device__ inline SmallLayout small_layout(int dpad, int D, int nkp, in
   L.kp = dpad + 16;
   L.vp = 2 * dpad + 16;
   // One region serves three lives, each dead before the next begins (barriers between): the
-  // statistics scratch, then INT8 K + fp16 V, then the output rows ([rows][vp] bytes) and,
-  // where they fit behind those, the key splits' partial results (below).
+  // statistics scratch, then INT8 K and V, then the output rows ([rows][vp] bytes) and, where
+  // they fit behind those, the key splits' partial results (below). V's rows land from the
+  // start (this CTA's loads, the other CTAs' copies), so V begins past the scratch; INT8 K
+  // arrives only after every CTA has sent its statistics, so K shares the scratch's bytes.
+  const size_t k8_bytes = static_cast<size_t>(nkp) * L.kp;
   L.k8 = 0;
-  L.v16 = L.k8 + static_cast<size_t>(nkp) * L.kp;
   L.scratch = 0;
+  L.v16 = small_align16(k8_bytes > kSmallScratchBytes ? k8_bytes : kSmallScratchBytes);
   L.out = 0;
-  size_t o = L.v16 + static_cast<size_t>(nkp) * L.vp;
-  o = o > kSmallScratchBytes ? o : kSmallScratchBytes;
-  const size_t kv_end = o;
-  L.ks = small_align16(o);  // (64 output rows of vp bytes fit in the scratch size)
+  const size_t kv_end = L.v16 + static_cast<size_t>(nkp) * L.vp;
+  L.ks = small_align16(kv_end);  // (64 output rows of vp bytes fit in V's rows)
   L.q8 = small_align16(L.ks + nkp * sizeof(float));
   L.qs = L.q8 + static_cast<size_t>(rows) * L.kp;
   L.lse = L.qs + rows * sizeof(float);
-  // μ_K, α, μ_V, σ_V, 1/σ_V, 1/α, −μ_K·α, −μ_V/σ_V: [8][dpad]
+  // μ_K, α, 1/α, −μ_K·α: [4][dpad]
   L.consts = L.lse + rows * sizeof(float);
-  L.part = L.consts + 8 * static_cast<size_t>(dpad) * 4;   // this CTA's statistics: [6][dpad]
-  L.qmax = L.part + 6 * static_cast<size_t>(dpad) * 4;     // max |q| of its rows: [8][dpad/8]
-  L.stats_bytes = 7 * static_cast<size_t>(dpad) * 4;        // part and qmax, contiguous
+  L.part = L.consts + 4 * static_cast<size_t>(dpad) * 4;   // this CTA's K statistics: [3][dpad]
+  L.qmax = L.part + 3 * static_cast<size_t>(dpad) * 4;     // max |q| of its rows: [8][dpad/8]
+  L.stats_bytes = 4 * static_cast<size_t>(dpad) * 4;        // part and qmax, contiguous
   L.amax = L.qmax + static_cast<size_t>(dpad) * 4;         // per-key absmax of its keys: [kc]
   // Every rank's statistics as the copy engine delivers them: [cluster][stats_bytes].
   L.recv = small_align16(L.amax + (static_cast<size_t>(kc) + kSmallKeyTile) * 4);
   L.bar = L.recv + static_cast<size_t>(recv_slots) * L.stats_bytes;  // three mbarriers
-  L.rawk = L.bar + 32;                                     // raw K, V rows: [kc][D] each
-  L.rawv = L.rawk + static_cast<size_t>(kc) * D * 2;
-  const size_t raw_end = L.rawv + static_cast<size_t>(kc) * D * 2;
+  L.rawk = L.bar + 32;                                     // raw K rows: [kc][D]
+  const size_t raw_end = L.rawk + static_cast<size_t>(kc) * D * 2;
   // After the key loop, every split's partial O, row maxima and sums:
   // [groups][merge_splits][dpad/8][32 lanes][4] + [groups][merge_splits][2 m,l][2][32] floats.
-  // Behind the output rows when K/V leave room (they are dead then), else where raw K/V were.
+  // Behind the output rows when K/V leave room (they are dead then), else where raw K was.
   const int groups = rows / 16, splits = (kSmallThreads / 32) / groups;
   L.merge_splits = nkp / kSmallKeyTile < splits ? nkp / kSmallKeyTile : splits;
   const size_t merge_bytes =

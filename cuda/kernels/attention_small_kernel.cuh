@@ -1,14 +1,13 @@
 // The small-problem kernel (see attention_small.h): one thread-block cluster per (batch,
 // kv-head), one launch for the whole forward. Phases of a CTA (rank r of C):
-//   A  its query rows (64 or 32) into registers; its share of the keys, raw K and V, into
-//      shared memory
-//   B  statistics of that share (channel sums, maxima, minima of K and V) and max |q| of its
-//      rows, sent to every other CTA by bulk copies (an mbarrier counts the bytes arriving)
-//   C  every CTA combines all ranks' statistics, in rank order: μ_K, α, μ_V, σ_V
-//   D  fp16 / E4M3-valued V of its keys into its shared memory and bulk copies of those rows
-//      into every other CTA's (the copy engine; an mbarrier counts the bytes arriving), then
-//      INT8 K (+ per-key scales) likewise; INT8 Q of its rows meanwhile; wait for the other
-//      shares
+//   A  its query rows (64 or 32) into registers; its share of the keys: raw K into shared
+//      memory, raw V straight into its rows of the P·V operand, sent on to every other CTA by
+//      bulk copies as soon as it lands (an mbarrier counts the bytes arriving)
+//   B  statistics of its K share (channel sums, maxima, minima) and max |q| of its rows, sent
+//      to every other CTA by bulk copies (another mbarrier)
+//   C  every CTA combines all ranks' statistics, in rank order: μ_K, α
+//   D  INT8 K (+ per-key scales) of its keys into its shared memory and bulk copies of those
+//      rows into every other CTA's; INT8 Q of its rows meanwhile; wait for the other shares
 //   E  the 2 or 4 warps of a 16-row group attend interleaved 64-key tiles (online softmax);
 //      their partial results meet in shared memory, each warp merges a slice of the columns,
 //      and O (16-byte stores) and LSE are written.
@@ -30,17 +29,21 @@ namespace small {
 
 namespace cg = cooperative_groups;
 
-// Two floats as the fp16 pair that the P·V MMA takes: FAST rounds them to E4M3 first (exact in
-// fp16), BALANCED rounds to fp16 directly.
-template <bool kFp8>
+// Two weights of P as the pair that the P·V MMA takes, in V's type (fp16 or bf16): FAST rounds
+// them to E4M3 first (exact in both types), BALANCED rounds to the type directly.
+template <bool kFp8, bool kBf16>
 __device__ __forceinline__ uint32_t pv_pair(float lo, float hi) {
   if constexpr (kFp8) {
     const __nv_fp8x2_storage_t e =
         __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
     const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(e, __NV_E4M3);
+    if constexpr (kBf16) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      return dev::pack2<true>(f.x, f.y);
+    }
     return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
   } else {
-    return dev::pack2<false>(lo, hi);
+    return dev::pack2<kBf16>(lo, hi);
   }
 }
 
@@ -107,25 +110,23 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
   float* sLse = reinterpret_cast<float*>(smem + lay.lse);
   float* sKmu = reinterpret_cast<float*>(smem + lay.consts);
   float* sAlpha = sKmu + DPAD;
-  float* sVmu = sAlpha + DPAD;
-  float* sVsig = sVmu + DPAD;
-  float* sVinv = sVsig + DPAD;  // 1/σ_V
-  float* sAlphaInv = sVinv + DPAD;  // 1/α
-  float* sKadd = sAlphaInv + DPAD;  // −μ_K·α
-  float* sVadd = sKadd + DPAD;      // −μ_V/σ_V
+  float* sAlphaInv = sAlpha + DPAD;  // 1/α
+  float* sKadd = sAlphaInv + DPAD;   // −μ_K·α
   float* sPart = reinterpret_cast<float*>(smem + lay.part);
   // max |q| of this CTA's rows, channel c at (c % 8) * (DPAD / 8) + c / 8: the lanes of a warp
   // (consecutive 8-channel chunks) then update consecutive words, not every eighth one.
   unsigned* sQmax = reinterpret_cast<unsigned*>(smem + lay.qmax);
   float* sAmax = reinterpret_cast<float*>(smem + lay.amax);
   uint8_t* sRawK = smem + lay.rawk;
-  uint8_t* sRawV = smem + lay.rawv;
 
-  // ---- A: this CTA's share of raw K/V (one bulk copy per row), its Q rows into registers ---
+  // ---- A: this CTA's share of raw K and V, its Q rows into registers; V sent on -------------
   const int row_chunks = D / 8;  // 16-byte chunks of a raw row
   const int rows_total = p.G * p.Nq;
+  // Keys this CTA writes and sends (small_key_quantum's multiples: every lane of a warp runs
+  // the same passes); those past its valid ones are zeros.
+  const int rows_here = min(kc, nkp - key0);
   uint64_t* bar = reinterpret_cast<uint64_t*>(smem + lay.bar);  // raw K/V of this CTA's share
-  uint64_t* kv_bar = bar + 1;  // the other CTAs' quantized shares (phase D)
+  uint64_t* kv_bar = bar + 1;  // the other CTAs' V rows and INT8 K
   uint64_t* stats_bar = bar + 2;  // the other CTAs' statistics (end of phase B)
   uint8_t* sRecv = smem + lay.recv;  // rank r's statistics at r·stats_bytes (r != rank)
   // Keys rank r prepares (the rows it sends; whole key-step passes: small_key_quantum).
@@ -151,30 +152,41 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     }
   }
   for (int c = tid; c < DPAD; c += kSmallThreads) sQmax[c] = 0u;
+  // V rows of keys past the valid ones (ragged tails, per-batch lengths) must be finite: their
+  // weights are 0, and 0·NaN would not be. Zeros, before the copy engine sends the rows.
+  if (rows_here > my_keys) {
+    constexpr int kRowChunks = DPAD / 8;
+    for (int it = tid; it < (rows_here - my_keys) * kRowChunks; it += kSmallThreads) {
+      const int r = my_keys + it / kRowChunks, ch = it % kRowChunks;
+      *reinterpret_cast<uint4*>(sV16 + (key0 + r) * lay.vp + ch * 16) = make_uint4(0u, 0u, 0u, 0u);
+    }
+    dev::fence_proxy_async_smem();
+  }
   __syncthreads();
   // Every CTA's barriers are initialised before any CTA sends to them: arrive now, wait before
-  // the first copy to another CTA (end of phase B), by when every CTA has long arrived.
+  // the first copy to another CTA (V's, once this CTA's raw rows have landed), by when every
+  // CTA has long arrived.
   dev::cluster_arrive_relaxed();
   {
     const char* gk = static_cast<const char*>(P.k) +
                      2 * (b * P.k_stride[0] + hkv * P.k_stride[1] + key0 * P.k_stride[2]);
     const char* gv = static_cast<const char*>(P.v) +
                      2 * (b * P.v_stride[0] + hkv * P.v_stride[1] + key0 * P.v_stride[2]);
-    // Rows that follow each other in memory (HND, contiguous heads) come in one copy per tensor;
-    // otherwise one per row. (A warp issues its lanes' bulk copies one after another: 128 row
-    // copies cost the prologue ~60 instructions per lane, NOTES run 42l.)
-    // `first`: the thread that issues the tensor's first copy (K's and V's on different warps).
-    auto load_rows = [&](uint8_t* dst, const char* src, int64_t stride, int first) {
-      if (stride == D) {
-        if (tid == first && my_keys > 0)
-          dev::bulk_load(dst, src, static_cast<uint32_t>(my_keys * D * 2), bar);
-      } else {
-        for (int r = (tid - first + kSmallThreads) % kSmallThreads; r < my_keys; r += kSmallThreads)
-          dev::bulk_load(dst + r * D * 2, src + 2 * r * stride, D * 2, bar);
-      }
-    };
-    load_rows(sRawK, gk, P.k_stride[2], 0);
-    load_rows(sRawV, gv, P.v_stride[2], P.v_stride[2] == D ? 32 : my_keys % kSmallThreads);
+    // Raw K: rows that follow each other in memory (HND, contiguous heads) come in one copy;
+    // otherwise one per row. V's rows go straight to their padded places in the P·V operand,
+    // one copy each. Row r's copy is issued by lane r / 8 of warp r % 8: a warp issues its
+    // lanes' bulk copies one after another (128 row copies from two warps cost the prologue ~60
+    // instructions per lane, NOTES run 42l), so they are spread over all warps.
+    const int row_of_thread = lane * kWarps + warp;
+    if (P.k_stride[2] == D) {
+      if (tid == 0 && my_keys > 0)
+        dev::bulk_load(sRawK, gk, static_cast<uint32_t>(my_keys * D * 2), bar);
+    } else {
+      for (int r = row_of_thread; r < my_keys; r += kSmallThreads)
+        dev::bulk_load(sRawK + r * D * 2, gk + 2 * r * P.k_stride[2], D * 2, bar);
+    }
+    for (int r = row_of_thread; r < my_keys; r += kSmallThreads)
+      dev::bulk_load(sV16 + (key0 + r) * lay.vp, gv + 2 * r * P.v_stride[2], D * 2, bar);
   }
   // Q: row warp·8 + lane/4 of the CTA (32-row CTAs: warps 4-7 hold none), all of a lane's
   // 16-byte loads in flight together. (Rows through bulk copies and rolled per-row loops
@@ -230,99 +242,107 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           }
   }
   dev::mbar_wait(bar, 0);
+  // This CTA's V rows are here: the copy engine sends them on while the statistics, their
+  // exchange and the K pass run (the copies are bound by the cluster network's bandwidth, and V
+  // is two thirds of the bytes: NOTES runs 50 and 51). The first kSmallVEarlyRows go now, the
+  // rest right behind the statistics: a CTA's copies leave in issue order, and the statistics
+  // are on every CTA's critical path (all of V first held them back by ~1 us: run 51b). Every
+  // CTA's barriers were initialised before it arrived on the cluster barrier.
+  dev::cluster_wait();  // (the arrive after the barriers' initialisation)
+  // This CTA's rows [r0, r1) of a K/V array (of its rows_here) to every other CTA.
+  auto send_rows = [&](uint8_t* rows, int pitch, int r0, int r1) {
+    if (tid < C && tid != rank && r1 > r0)  // one thread per destination CTA
+      dev::bulk_copy_to_cluster_rank(rows + (key0 + r0) * pitch, rows + (key0 + r0) * pitch,
+                                     static_cast<uint32_t>((r1 - r0) * pitch), kv_bar,
+                                     static_cast<uint32_t>(tid));
+  };
+  const int v_early = min(rows_here, kSmallVEarlyRows);
+  send_rows(sV16, lay.vp, 0, v_early);
   {
     // Thread -> (8-channel chunk of the padded row, group of keys); per-thread sums, maxima and
-    // minima of K and V. Chunks and groups by the padded head dim: compile-time strides and
-    // trip counts (runtime ones were ~190 IMAD of address arithmetic: NOTES run 50); chunks past
-    // D take no keys and give the identities.
+    // minima of K. Chunks and groups by the padded head dim: compile-time strides and trip
+    // counts (runtime ones were ~190 IMAD of address arithmetic: NOTES run 50); chunks past D
+    // take no keys and give the identities.
     constexpr int kChunks = DPAD / 8, groups = kSmallThreads / kChunks;
     const int grp = tid / kChunks, ch = tid - grp * kChunks;
     // A group's block is padded by one row of chunks: the groups that share a warp then start
-    // on different banks (6·DPAD words is a multiple of 32).
-    constexpr int kGroupPitch = 6 * DPAD + kChunks;
+    // on different banks (3·DPAD words is a multiple of 32).
+    constexpr int kGroupPitch = 3 * DPAD + kChunks;
     if (grp < groups) {
       // Sums in fp32; maxima and minima on the 16-bit pairs themselves (one HMNMX2 for two
       // channels, exact), widened once at the end.
       constexpr uint32_t kNegInf = BF16 ? 0xff80ff80u : 0xfc00fc00u;
       constexpr uint32_t kPosInf = BF16 ? 0x7f807f80u : 0x7c007c00u;
-      float sk[8], sv[8];
-      uint32_t kmax[4], kmin[4], vmax[4], vmin[4];
+      float sk[8];
+      uint32_t kmax[4], kmin[4];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) sk[i] = sv[i] = 0.f;
+      for (int i = 0; i < 8; ++i) sk[i] = 0.f;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) kmax[i] = vmax[i] = kNegInf, kmin[i] = vmin[i] = kPosInf;
+      for (int i = 0; i < 4; ++i) kmax[i] = kNegInf, kmin[i] = kPosInf;
       const int keys = ch < row_chunks ? my_keys : 0;
       for (int r = grp; r < keys; r += groups) {
         const uint4 kw = *reinterpret_cast<const uint4*>(sRawK + (r * row_chunks + ch) * 16);
-        const uint4 vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + ch) * 16);
-        float k[8], v[8];
+        float k[8];
         unpack8<BF16>(kw, k);
-        unpack8<BF16>(vw, v);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) sk[i] += k[i], sv[i] += v[i];
-        const uint32_t ku[4] = {kw.x, kw.y, kw.z, kw.w}, vu[4] = {vw.x, vw.y, vw.z, vw.w};
+        for (int i = 0; i < 8; ++i) sk[i] += k[i];
+        const uint32_t ku[4] = {kw.x, kw.y, kw.z, kw.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           kmax[i] = pair_extreme<BF16, true>(kmax[i], ku[i]);
           kmin[i] = pair_extreme<BF16, false>(kmin[i], ku[i]);
-          vmax[i] = pair_extreme<BF16, true>(vmax[i], vu[i]);
-          vmin[i] = pair_extreme<BF16, false>(vmin[i], vu[i]);
         }
       }
-      float st[6][8];
+      float st[3][8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) st[0][i] = sk[i], st[3][i] = sv[i];
+      for (int i = 0; i < 8; ++i) st[0][i] = sk[i];
       unpack8<BF16>(make_uint4(kmax[0], kmax[1], kmax[2], kmax[3]), st[1]);
       unpack8<BF16>(make_uint4(kmin[0], kmin[1], kmin[2], kmin[3]), st[2]);
-      unpack8<BF16>(make_uint4(vmax[0], vmax[1], vmax[2], vmax[3]), st[4]);
-      unpack8<BF16>(make_uint4(vmin[0], vmin[1], vmin[2], vmin[3]), st[5]);
       // Scratch [group][statistic][channel % 8][chunk]: a warp's lanes (consecutive chunks)
       // store consecutive words (channel-major rows were an 8-way bank conflict per store).
 #pragma unroll
-      for (int s = 0; s < 6; ++s)
+      for (int s = 0; s < 3; ++s)
 #pragma unroll
         for (int i = 0; i < 8; ++i) sScratch[grp * kGroupPitch + (s * 8 + i) * kChunks + ch] = st[s][i];
     }
     __syncthreads();
     for (int c = tid; c < D; c += kSmallThreads) {
-      float st[6] = {0.f, -INFINITY, INFINITY, 0.f, -INFINITY, INFINITY};
+      float st[3] = {0.f, -INFINITY, INFINITY};
       const float* s = sScratch + (c % 8) * kChunks + c / 8;  // channel c in a statistic's block
 #pragma unroll
       for (int g = 0; g < groups; ++g, s += kGroupPitch) {
         st[0] += s[0];
         st[1] = fmaxf(st[1], s[DPAD]);
         st[2] = fminf(st[2], s[2 * DPAD]);
-        st[3] += s[3 * DPAD];
-        st[4] = fmaxf(st[4], s[4 * DPAD]);
-        st[5] = fminf(st[5], s[5 * DPAD]);
       }
 #pragma unroll
-      for (int s = 0; s < 6; ++s) sPart[s * DPAD + c] = st[s];
+      for (int s = 0; s < 3; ++s) sPart[s * DPAD + c] = st[s];
     }
   }
   // The statistics (part, qmax) go to every other CTA by the copy engine, so the exchange needs
   // no cluster barrier with its release fence (a MEMBAR.ALL.GPU per thread, ~0.6 us here: NOTES
   // run 49): the receiver's mbarrier makes the bytes visible. The fence orders this CTA's
-  // generic-proxy accesses (the statistics, and the scratch where the other CTAs' phase-D copies
+  // generic-proxy accesses (the statistics, and the scratch where the other CTAs' INT8 K rows
   // land: they can only start after receiving these statistics) before the async proxy.
   dev::fence_proxy_async_smem();
-  dev::cluster_wait();  // (the arrive after the barriers' initialisation)
   if (P.stats_by_copy) {
     __syncthreads();
     if (tid < C && tid != rank)  // one thread per destination CTA
       dev::bulk_copy_to_cluster_rank(sRecv + rank * lay.stats_bytes, sPart,
                                      static_cast<uint32_t>(lay.stats_bytes), stats_bar,
                                      static_cast<uint32_t>(tid));
+    send_rows(sV16, lay.vp, v_early, rows_here);
     dev::mbar_wait(stats_bar, 0);  // every rank's statistics are here
   } else {
+    send_rows(sV16, lay.vp, v_early, rows_here);
     cluster.sync();  // every rank's statistics are readable in its shared memory
   }
 
   // ---- C: the head's constants from all ranks' statistics ----------------------------------
   for (int c = tid; c < DPAD; c += kSmallThreads) {
-    float kmu = 0.f, alpha = 1.f, vmu = 0.f, vsig = 1.f;
+    float kmu = 0.f, alpha = 1.f;
     if (c < D) {
-      float st[6] = {0.f, -INFINITY, INFINITY, 0.f, -INFINITY, INFINITY};
+      float st[3] = {0.f, -INFINITY, INFINITY};
       unsigned qmax_bits = 0u;  // the 16-bit pattern of max |q| (see phase B)
       // `stats_of(r)`: where rank r's statistics are. Two instantiations, so that the usual
       // case (all in this CTA's shared memory) compiles to shared-memory loads, not generic
@@ -340,9 +360,6 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           st[0] += live ? s[0] : 0.f;
           st[1] = fmaxf(st[1], s[DPAD]);
           st[2] = fminf(st[2], s[2 * DPAD]);
-          st[3] += live ? s[3 * DPAD] : 0.f;
-          st[4] = fmaxf(st[4], s[4 * DPAD]);
-          st[5] = fminf(st[5], s[5 * DPAD]);
           qmax_bits = max(qmax_bits, qm[(c % 8) * (DPAD / 8) + c / 8]);
         }
       };
@@ -355,29 +372,21 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           return r == rank ? smem + lay.part : cluster.map_shared_rank(smem + lay.part, r);
         });
       if (L > 0) {
-        const float inv_n = 1.0f / static_cast<float>(L);
-        kmu = P.smooth_k ? st[0] * inv_n : 0.f;
-        vmu = P.smooth_v ? st[3] * inv_n : 0.f;
+        kmu = P.smooth_k ? st[0] / static_cast<float>(L) : 0.f;
         const float kabs = fmaxf(st[1] - kmu, kmu - st[2]);
-        const float vabs = fmaxf(st[4] - vmu, vmu - st[5]);
         const float qmax = BF16 ? __uint_as_float(qmax_bits << 16)
                                 : __half2float(__ushort_as_half(static_cast<unsigned short>(qmax_bits)));
         alpha = P.balance ? qm::balance_factor(qmax, kabs) : 1.f;
-        vsig = qm::v_scale(vabs, kFast, P.v_headroom);
       }
     }
     sKmu[c] = kmu;
     sAlpha[c] = alpha;
-    sVmu[c] = vmu;
-    sVsig[c] = vsig;
-    sVinv[c] = 1.0f / vsig;
     sAlphaInv[c] = 1.0f / alpha;
-    sKadd[c] = -kmu * alpha;       // K' = k·α + (−μ_K·α)
-    sVadd[c] = -vmu * sVinv[c];    // V' = v/σ_V + (−μ_V/σ_V)
+    sKadd[c] = -kmu * alpha;  // K' = k·α + (−μ_K·α)
   }
   __syncthreads();
 
-  // ---- D: INT8 K and V (own keys, then sent to every CTA), then INT8 Q (own rows) -------------
+  // ---- D: INT8 K (own keys, then sent to every CTA), then INT8 Q (own rows) ------------------
   // A chunk's 8 values of a per-channel constant: two 16-byte loads (lanes of a row read
   // consecutive chunks: no bank conflicts). Channels past the head dim have α = 1, μ = 0 and
   // raw zeros, so they come out 0 with no per-element select.
@@ -408,9 +417,6 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     }
     return lane_group_max_nonneg<kLanes>(key_live ? m : 0.f);
   };
-  // Keys this CTA writes (small_key_quantum's multiples: every lane of a warp runs the same
-  // passes).
-  const int rows_here = min(kc, nkp - key0);
   constexpr int kKeyStep = kWarps * kRowsPerPass;
   const int r_first = warp * kRowsPerPass + lane / kLanes;
   if (!P.k_per_token) {
@@ -428,50 +434,10 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     }
     __syncthreads();
   }
-  // This CTA's keys go into its own K, V and key-scale rows; the copy engine then sends them to
+  // This CTA's keys go into its own K and key-scale rows; the copy engine then sends them to
   // the other CTAs (stores to every CTA, a branch and 64-bit address per destination, were the
-  // largest stretch of the kernel: NOTES run 42). Keys past L are written as zeros. V first,
-  // sent as soon as it is written, then K: the copies are bound by the cluster network's
-  // bandwidth (the wait for them was 11% of sd15_l3's samples), so V's two thirds of the bytes
-  // travel while K is quantized, and V's pass is the shorter one (NOTES run 50). The K pass is
-  // instantiated with and without INT8's clamp (int8_clamp_needed: a uniform branch).
-  auto send_rows = [&](uint8_t* rows, int pitch) {  // this CTA's rows of a K/V array
-    if (tid < C && tid != rank && rows_here > 0)  // one thread per destination CTA
-      dev::bulk_copy_to_cluster_rank(rows + key0 * pitch, rows + key0 * pitch,
-                                     static_cast<uint32_t>(rows_here * pitch), kv_bar,
-                                     static_cast<uint32_t>(tid));
-  };
-  // V' = v/σ_V − μ_V/σ_V: fp16 (BALANCED) or E4M3 held in fp16 (FAST).
-  for (int r = r_first; r < rows_here; r += kKeyStep) {
-    const int j = key0 + r;
-    const bool key_live = r < my_keys;
-#pragma unroll
-    for (int i = 0; i < kCpl; ++i) {
-      const int c = (lq + kLanes * i) * 8;
-      uint4 vw = make_uint4(0u, 0u, 0u, 0u);
-      if (c < D && key_live) vw = *reinterpret_cast<const uint4*>(sRawV + (r * row_chunks + c / 8) * 16);
-      float v[8], mul[8], add[8];
-      unpack8<BF16>(vw, v);
-      const8(sVinv, c, mul);
-      const8(sVadd, c, add);
-      uint32_t h[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float y0 = fmaf(v[2 * e], mul[2 * e], add[2 * e]);
-        float y1 = fmaf(v[2 * e + 1], mul[2 * e + 1], add[2 * e + 1]);
-        if constexpr (!kFast) {
-          y0 = fmaxf(-65504.f, fminf(65504.f, y0));
-          y1 = fmaxf(-65504.f, fminf(65504.f, y1));
-        }
-        h[e] = pv_pair<kFast>(y0, y1);
-      }
-      *reinterpret_cast<uint4*>(sV16 + j * lay.vp + 2 * c) =
-          key_live ? make_uint4(h[0], h[1], h[2], h[3]) : make_uint4(0u, 0u, 0u, 0u);
-    }
-  }
-  dev::fence_proxy_async_smem();  // these rows are read by the copy engine next
-  __syncthreads();
-  send_rows(sV16, lay.vp);
+  // largest stretch of the kernel: NOTES run 42). Keys past L are written as zeros. The K pass
+  // is instantiated with and without INT8's clamp (int8_clamp_needed: a uniform branch).
   auto k_pass = [&](auto clamp_tag) {
     constexpr bool kClamp = decltype(clamp_tag)::value;
     for (int r = r_first; r < rows_here; r += kKeyStep) {
@@ -496,8 +462,8 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     k_pass(std::false_type{});
   dev::fence_proxy_async_smem();  // these rows are read by the copy engine next
   __syncthreads();
-  send_rows(sK8, lay.kp);
-  send_rows(reinterpret_cast<uint8_t*>(sKs), 4);
+  send_rows(sK8, lay.kp, 0, rows_here);
+  send_rows(reinterpret_cast<uint8_t*>(sKs), 4, 0, rows_here);
   // Q's quantization is local: it runs while the copies are in flight. Per row as
   // quantize_q_chunk (attention_common.cuh), over this lane's kCpl chunks.
   if (warp_has_q) {
@@ -620,19 +586,20 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       uint32_t pa[4];
-      pa[0] = pv_pair<kFast>(s[2 * ks][0], s[2 * ks][1]);
-      pa[1] = pv_pair<kFast>(s[2 * ks][2], s[2 * ks][3]);
-      pa[2] = pv_pair<kFast>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
-      pa[3] = pv_pair<kFast>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
-      dev::mma_16816<false>(lt, pa, 0x3c003c00u, 0x3c003c00u);  // fp16 1.0 x2
+      pa[0] = pv_pair<kFast, BF16>(s[2 * ks][0], s[2 * ks][1]);
+      pa[1] = pv_pair<kFast, BF16>(s[2 * ks][2], s[2 * ks][3]);
+      pa[2] = pv_pair<kFast, BF16>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+      pa[3] = pv_pair<kFast, BF16>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+      constexpr uint32_t kOnes = BF16 ? 0x3f803f80u : 0x3c003c00u;  // 1.0 x2 in V's type
+      dev::mma_16816<BF16>(lt, pa, kOnes, kOnes);
 #pragma unroll
       for (int dp = 0; dp < kDTiles / 2; ++dp) {
         uint32_t vf[4];
         const int m = lane >> 3;
         const int key = j0 + ks * 16 + (m & 1) * 8 + (lane & 7);
         dev::ldmatrix_x4_trans(vf, sV16 + key * lay.vp + dp * 32 + (m >> 1) * 16);
-        dev::mma_16816<false>(acc[2 * dp], pa, vf[0], vf[1]);
-        dev::mma_16816<false>(acc[2 * dp + 1], pa, vf[2], vf[3]);
+        dev::mma_16816<BF16>(acc[2 * dp], pa, vf[0], vf[1]);
+        dev::mma_16816<BF16>(acc[2 * dp + 1], pa, vf[2], vf[3]);
       }
     }
     if (t4 == 0) {
@@ -666,8 +633,8 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     }
   }
   __syncthreads();
-  // O leaves through shared memory (K/V are dead): the merged, normalised rows with V's scale
-  // and mean in the output type, then 16-byte stores by all threads in a rolled loop. Two
+  // O leaves through shared memory (K/V are dead): the merged, normalised rows in the output
+  // type, then 16-byte stores by all threads in a rolled loop. Two
   // unrolled store paths per row pair were 40% of the kernel's stall samples, most of them
   // waiting on instruction fetch (NOTES run 41).
   uint8_t* sOut = smem + lay.out;  // [ROWS rows][lay.vp bytes]
@@ -713,13 +680,11 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
           o[2] += a.z * w[sp][1];
           o[3] += a.w * w[sp][1];
         }
-      const float2 sig = *reinterpret_cast<const float2*>(sVsig + c);
-      const float2 mu = *reinterpret_cast<const float2*>(sVmu + c);
 #pragma unroll
       for (int rh = 0; rh < 2; ++rh) {
-        // An empty row (no visible key) has l = 0 and is written as zeros.
-        const float o0 = l_tot[rh] > 0.f ? o[2 * rh] * inv_l[rh] * sig.x + mu.x : 0.f;
-        const float o1 = l_tot[rh] > 0.f ? o[2 * rh + 1] * inv_l[rh] * sig.y + mu.y : 0.f;
+        // An empty row (no visible key) has l = 0, so inv_l = 0: it is written as zeros.
+        const float o0 = o[2 * rh] * inv_l[rh];
+        const float o1 = o[2 * rh + 1] * inv_l[rh];
         *reinterpret_cast<uint32_t*>(sOut + (rg * 16 + g8 + 8 * rh) * lay.vp + 2 * c) =
             BF16 ? dev::pack2<true>(o0, o1) : dev::pack2<false>(o0, o1);
       }

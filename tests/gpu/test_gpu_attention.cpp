@@ -500,9 +500,9 @@ TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
 }
 
 // Small problems (at most 256 keys and 8·64 query rows per kv-head, fresh K/V) run on Hopper as
-// one thread-block-cluster launch that prepares K and V itself (kernels/attention_small.h):
-// every padded head dim, both INT8 modes, every input family, clusters of 1 to 8 CTAs (GQA
-// packs the rows), ragged key tails, causal rows with per-batch lengths (one batch empty: O = 0,
+// one thread-block-cluster launch that prepares K itself and uses V as given
+// (kernels/attention_small.h): every padded head dim, both INT8 modes, every input family,
+// clusters of 1 to 8 CTAs (GQA packs the rows), ragged key tails, causal rows with per-batch lengths (one batch empty: O = 0,
 // LSE = −inf), per-block K scales, bf16 NHD, the sd15_l3_cfg shape and both statistics
 // exchanges (bulk copies, or a cluster barrier where their slots do not fit). Where the path
 // does not apply (other GPUs, a head dim whose K/V exceed one CTA's shared memory) the usual
@@ -511,7 +511,13 @@ TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
 // head-dim loop at D >= 40, the 30-row GQA case, the per-token causal case) and 64-row CTAs
 // otherwise (D = 32, the 400- and 512-row GQA cases, per-block K, the 16-head sd15_l3 shape,
 // whose 16 clusters of 8 would not fit an H100 at once).
+// On Hopper, FAST on this path keeps V as given (P·V runs on fp16 MMAs there: an E4M3 V would
+// only add its rounding error), so it meets the benchmark bar's FAST level (rel-L1 0.03) that
+// the FP8 P·V of the usual kernels misses (docs/precision-modes.md): asserted where the path
+// certainly applies (head dims up to 160 at these sizes).
 TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
+  cudaDeviceProp prop{};
+  const bool hopper = cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9;
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
     for (int64_t D : {32, 40, 64, 80, 128, 160, 192, 256})
       for (t::Family f : t::all_families()) {
@@ -525,6 +531,8 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
         Outcome r;
         run(c, r);
         expect_bar(c, r, name(c) + " small");
+        if (hopper && mode == INT8ATTN_MODE_FAST && D <= 160)
+          EXPECT_LE(r.vs_ref.rel_l1, 0.03) << name(c) << " small, V unquantized: " << t::to_string(r.vs_ref);
       }
     struct Shape {
       int64_t Hq, Hkv, Nq, Nk;
