@@ -22,16 +22,16 @@ INT8ATTN_API int8attn_status_t int8attn_context_create(int8attn_context_t** cont
     *context = nullptr;
     int8attn_context_params_t p = context_params_defaults();
     copy_params(p, params, "params");
-    require(p.num_threads >= 0, INT8ATTN_ERROR_BAD_VALUE,
+    INT8ATTN_REQUIRE(p.num_threads >= 0, INT8ATTN_ERROR_BAD_VALUE,
             "params->num_threads is " + std::to_string(p.num_threads) +
                 "; must be >= 0 (0 = all hardware threads)");
-    require(p.device_id >= 0, INT8ATTN_ERROR_BAD_DEVICE,
+    INT8ATTN_REQUIRE(p.device_id >= 0, INT8ATTN_ERROR_BAD_DEVICE,
             "params->device_id is " + std::to_string(p.device_id) + "; must be >= 0");
-    require(p.reserved0 == 0, INT8ATTN_ERROR_BAD_VALUE,
+    INT8ATTN_REQUIRE(p.reserved0 == 0, INT8ATTN_ERROR_BAD_VALUE,
             "params->reserved0 is " + std::to_string(p.reserved0) + "; must be 0");
     if (cuda_compiled_in()) {
       const int n = cuda_device_count();
-      require(n == 0 || p.device_id < n, INT8ATTN_ERROR_BAD_DEVICE,
+      INT8ATTN_REQUIRE(n == 0 || p.device_id < n, INT8ATTN_ERROR_BAD_DEVICE,
               "params->device_id is " + std::to_string(p.device_id) + " but only " +
                   std::to_string(n) + " CUDA device(s) exist");
     }

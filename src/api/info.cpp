@@ -39,11 +39,11 @@ INT8ATTN_API int8attn_status_t int8attn_device_describe(char* buffer, size_t buf
                                                         int32_t device_id) {
   return api::guard([&] {
     api::require_ptr(buffer, "buffer");
-    require(buffer_size >= 1, INT8ATTN_ERROR_BAD_VALUE, "buffer_size is 0; must be >= 1");
-    require(cuda_compiled_in(), INT8ATTN_ERROR_BACKEND_UNAVAILABLE,
+    INT8ATTN_REQUIRE(buffer_size >= 1, INT8ATTN_ERROR_BAD_VALUE, "buffer_size is 0; must be >= 1");
+    INT8ATTN_REQUIRE(cuda_compiled_in(), INT8ATTN_ERROR_BACKEND_UNAVAILABLE,
             "this build of int8attn has no CUDA backend, so there are no devices to describe");
     const int n = cuda_device_count();
-    require(device_id >= 0 && device_id < n, INT8ATTN_ERROR_BAD_DEVICE,
+    INT8ATTN_REQUIRE(device_id >= 0 && device_id < n, INT8ATTN_ERROR_BAD_DEVICE,
             "device_id is " + std::to_string(device_id) + "; " + std::to_string(n) +
                 " CUDA device(s) found");
     const std::string s = cuda_device_describe(device_id);
@@ -60,7 +60,7 @@ INT8ATTN_API int8attn_status_t int8attn_tensor_init_contiguous(int8attn_tensor_t
                                                                const int64_t* shape) {
   return api::guard([&] {
     api::require_ptr(tensor, "tensor");
-    require(rank >= 1 && rank <= INT8ATTN_MAX_RANK, INT8ATTN_ERROR_BAD_SHAPE,
+    INT8ATTN_REQUIRE(rank >= 1 && rank <= INT8ATTN_MAX_RANK, INT8ATTN_ERROR_BAD_SHAPE,
             "rank is " + std::to_string(rank) + "; must be in [1, " +
                 std::to_string(INT8ATTN_MAX_RANK) + "]");
     api::require_ptr(shape, "shape");
@@ -73,12 +73,12 @@ INT8ATTN_API int8attn_status_t int8attn_tensor_init_contiguous(int8attn_tensor_t
     t.rank = rank;
     int64_t stride = 1;
     for (int i = rank - 1; i >= 0; --i) {
-      require(shape[i] >= 1, INT8ATTN_ERROR_BAD_SHAPE,
+      INT8ATTN_REQUIRE(shape[i] >= 1, INT8ATTN_ERROR_BAD_SHAPE,
               "shape[" + std::to_string(i) + "] is " + std::to_string(shape[i]) +
                   "; sizes must be >= 1");
       t.shape[i] = shape[i];
       t.strides[i] = stride;
-      require(stride <= kMaxBytes / shape[i], INT8ATTN_ERROR_SIZE_OVERFLOW,
+      INT8ATTN_REQUIRE(stride <= kMaxBytes / shape[i], INT8ATTN_ERROR_SIZE_OVERFLOW,
               "shape " + format_dims(shape, rank) + " has more than 2^60 elements");
       stride *= shape[i];
     }

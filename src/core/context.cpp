@@ -91,7 +91,7 @@ void Context::forward(AttnProblem& p, void* caller_workspace, uint64_t caller_wo
 }
 
 void Context::reserve_workspace(int32_t device_type, uint64_t bytes) {
-  require(bytes <= static_cast<uint64_t>(SIZE_MAX / 2), INT8ATTN_ERROR_SIZE_OVERFLOW,
+  INT8ATTN_REQUIRE(bytes <= static_cast<uint64_t>(SIZE_MAX / 2), INT8ATTN_ERROR_SIZE_OVERFLOW,
           "bytes is " + std::to_string(bytes) + "; too large for this platform");
   if (device_type != INT8ATTN_DEVICE_CPU && device_type != INT8ATTN_DEVICE_CUDA) {
     throw Error(INT8ATTN_ERROR_BAD_DEVICE,

@@ -47,9 +47,9 @@ int8attn_kv_cache_params_t kv_cache_params_defaults() {
 namespace {
 
 void check_count(int64_t v, const char* name) {
-  require(v >= 1, INT8ATTN_ERROR_BAD_SHAPE,
+  INT8ATTN_REQUIRE(v >= 1, INT8ATTN_ERROR_BAD_SHAPE,
           std::string(name) + " is " + std::to_string(v) + "; must be >= 1");
-  require(v <= kMaxDim, INT8ATTN_ERROR_SIZE_OVERFLOW,
+  INT8ATTN_REQUIRE(v <= kMaxDim, INT8ATTN_ERROR_SIZE_OVERFLOW,
           std::string(name) + " is " + std::to_string(v) + "; must be <= " +
               std::to_string(kMaxDim));
 }
@@ -74,7 +74,7 @@ KvCache::KvCache(Context& ctx, const int8attn_kv_cache_params_t& prm) : ctx_(&ct
   {
     int64_t n = prm.batch;
     for (int64_t f : {prm.num_kv_heads, prm.capacity, prm.head_dim}) {
-      require(n <= kMaxBytes / 4 / f, INT8ATTN_ERROR_SIZE_OVERFLOW,
+      INT8ATTN_REQUIRE(n <= kMaxBytes / 4 / f, INT8ATTN_ERROR_SIZE_OVERFLOW,
               "params: batch·num_kv_heads·capacity·head_dim = " + std::to_string(prm.batch) +
                   "·" + std::to_string(prm.num_kv_heads) + "·" + std::to_string(prm.capacity) +
                   "·" + std::to_string(prm.head_dim) + " is too large");
@@ -88,7 +88,7 @@ KvCache::KvCache(Context& ctx, const int8attn_kv_cache_params_t& prm) : ctx_(&ct
                     "; a cache holds INT8ATTN_MODE_BALANCED (2) or FAST (3) data");
   }
   const uint32_t flags = resolve_flags(prm.flags, "params->flags");
-  require((flags & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
+  INT8ATTN_REQUIRE((flags & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
           "params->flags: INT8ATTN_FLAG_BALANCE_CHANNELS is not supported for a cache (it needs "
           "the queries when K is quantized)");
   spec_.device_type = prm.device_type;
@@ -100,7 +100,7 @@ KvCache::KvCache(Context& ctx, const int8attn_kv_cache_params_t& prm) : ctx_(&ct
   spec_.mode = mode;
   spec_.flags = flags;
   impl_ = ctx.backend(prm.device_type, "params->device_type").create_cache(spec_, prm.stream);
-  require(impl_ != nullptr, INT8ATTN_ERROR_INTERNAL, "backend returned no cache");
+  INT8ATTN_REQUIRE(impl_ != nullptr, INT8ATTN_ERROR_INTERNAL, "backend returned no cache");
 }
 
 void KvCache::append(const int8attn_tensor_t* k, const int8attn_tensor_t* v, void* stream) {

@@ -98,7 +98,7 @@ void check_mode_value(int32_t mode, const char* name) {
 
 int64_t resolve_block(int32_t v, int64_t def, const char* name) {
   if (v == 0) return def;
-  require(v > 0, INT8ATTN_ERROR_BAD_VALUE,
+  INT8ATTN_REQUIRE(v > 0, INT8ATTN_ERROR_BAD_VALUE,
           std::string(name) + " is " + std::to_string(v) + "; must be >= 1 (0 = default)");
   return v;
 }
@@ -116,7 +116,7 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
   check_mode_value(prm.mode, "params->mode");
   check_sm_scale(prm.sm_scale, "params->sm_scale");
   check_multiplier(prm.scale_multiplier, "params->scale_multiplier");
-  require(prm.reserved0 == 0, INT8ATTN_ERROR_BAD_VALUE,
+  INT8ATTN_REQUIRE(prm.reserved0 == 0, INT8ATTN_ERROR_BAD_VALUE,
           "params->reserved0 is " + std::to_string(prm.reserved0) + "; must be 0");
   p.q_granularity = resolve_granularity(prm.q_granularity, INT8ATTN_GRANULARITY_PER_TOKEN,
                                         "params->q_granularity");
@@ -139,7 +139,7 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
   int32_t mode = prm.mode;
   if (prm.policy) {
     const Policy& pol = *static_cast<const Policy*>(prm.policy);
-    require(prm.timestep >= 0 && prm.timestep < pol.num_timesteps(), INT8ATTN_ERROR_BAD_VALUE,
+    INT8ATTN_REQUIRE(prm.timestep >= 0 && prm.timestep < pol.num_timesteps(), INT8ATTN_ERROR_BAD_VALUE,
             "params->timestep is " + std::to_string(prm.timestep) + "; the policy has steps [0, " +
                 std::to_string(pol.num_timesteps()) + ")");
     if (mode == INT8ATTN_MODE_DEFAULT) mode = pol.mode(prm.timestep);
@@ -175,7 +175,7 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
       const int32_t* len = static_cast<const int32_t*>(t.data);
       for (int64_t b = 0; b < p.B; ++b) {
         const int32_t L = len[b * t.strides[0]];
-        require(L >= 0 && L <= p.Nk, INT8ATTN_ERROR_BAD_VALUE,
+        INT8ATTN_REQUIRE(L >= 0 && L <= p.Nk, INT8ATTN_ERROR_BAD_VALUE,
                 "params->k_lengths[" + std::to_string(b) + "] is " + std::to_string(L) +
                     "; valid key lengths must be in [0, " + std::to_string(p.Nk) + "]");
       }
@@ -221,9 +221,9 @@ void resolve_workspace(const int8attn_forward_params_t& prm, const AttnProblem& 
   if (!prm.workspace) return;
   const uintptr_t w = reinterpret_cast<uintptr_t>(prm.workspace);
   const uintptr_t align = p.device_type == INT8ATTN_DEVICE_CUDA ? 256 : 16;
-  require(w % align == 0, INT8ATTN_ERROR_MISALIGNED,
+  INT8ATTN_REQUIRE(w % align == 0, INT8ATTN_ERROR_MISALIGNED,
           "params->workspace: pointer is not aligned to " + std::to_string(align) + " bytes");
-  require(prm.workspace_bytes <= static_cast<uint64_t>(kMaxBytes), INT8ATTN_ERROR_SIZE_OVERFLOW,
+  INT8ATTN_REQUIRE(prm.workspace_bytes <= static_cast<uint64_t>(kMaxBytes), INT8ATTN_ERROR_SIZE_OVERFLOW,
           "params->workspace_bytes is " + std::to_string(prm.workspace_bytes) + "; too large");
   Span s;
   s.name = "params->workspace";
@@ -324,8 +324,8 @@ ForwardCall resolve_forward(const Context& ctx, const int8attn_tensor_t* q,
 ForwardCall resolve_cache_forward(const Context& ctx, const int8attn_tensor_t* q,
                                   const KvCache* cache, const int8attn_tensor_t* o,
                                   const int8attn_forward_params_t* params) {
-  require(cache != nullptr, INT8ATTN_ERROR_NULL_POINTER, "cache is NULL");
-  require(&cache->context() == &ctx, INT8ATTN_ERROR_INVALID_ARGUMENT,
+  INT8ATTN_REQUIRE(cache != nullptr, INT8ATTN_ERROR_NULL_POINTER, "cache is NULL");
+  INT8ATTN_REQUIRE(&cache->context() == &ctx, INT8ATTN_ERROR_INVALID_ARGUMENT,
           "cache: was created with a different context; use the context it was created with");
   int8attn_forward_params_t prm = forward_params_defaults();
   copy_params(prm, params, "params");
@@ -341,7 +341,7 @@ ForwardCall resolve_cache_forward(const Context& ctx, const int8attn_tensor_t* q
   require_dim_eq(*q, "q", 3, "head dim", spec.D, "the cache");
   check_heads(q->shape[1], spec.Hkv, "the cache");
   const int64_t len = cache->length();
-  require(len > 0, INT8ATTN_ERROR_INVALID_ARGUMENT,
+  INT8ATTN_REQUIRE(len > 0, INT8ATTN_ERROR_INVALID_ARGUMENT,
           "cache: is empty (length 0); append keys and values before attention");
   check_mode_value(prm.mode, "params->mode");
   if (prm.mode != INT8ATTN_MODE_DEFAULT && prm.mode != spec.mode) {
@@ -351,7 +351,7 @@ ForwardCall resolve_cache_forward(const Context& ctx, const int8attn_tensor_t* q
   }
   {
     const uint32_t f = resolve_flags(prm.flags, "params->flags");
-    require((f & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
+    INT8ATTN_REQUIRE((f & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
             "params->flags: INT8ATTN_FLAG_BALANCE_CHANNELS cannot apply to a cache (its K is "
             "already quantized)");
   }
@@ -424,7 +424,7 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
   for (int i = 0; i < 3; ++i) p.scales_stride[i] = scales->strides[i];
 
   if (p.smooth) {
-    require(mean != nullptr, INT8ATTN_ERROR_NULL_POINTER,
+    INT8ATTN_REQUIRE(mean != nullptr, INT8ATTN_ERROR_NULL_POINTER,
             "mean is NULL but params->smooth is set (the subtracted means are an output)");
     outputs.push_back(check_tensor(mean, {"mean", 3, kMeanDims, Role::Output, true}));
     require_same_device(*mean, "mean", *x, "x");
@@ -435,7 +435,7 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
     p.mean = static_cast<float*>(mean->data);
     for (int i = 0; i < 3; ++i) p.mean_stride[i] = mean->strides[i];
   } else {
-    require(mean == nullptr, INT8ATTN_ERROR_INVALID_ARGUMENT,
+    INT8ATTN_REQUIRE(mean == nullptr, INT8ATTN_ERROR_INVALID_ARGUMENT,
             "mean is given but params->smooth is 0; pass NULL or set smooth");
   }
   check_context_device(ctx, *x, "x");
@@ -465,10 +465,10 @@ MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q,
   MaskProblem p;
   p.q_block = resolve_block(prm.q_block, 128, "params->q_block");
   p.k_block = resolve_block(prm.k_block, 64, "params->k_block");
-  require(prm.keep_ratio >= 0.0f && prm.keep_ratio <= 1.0f, INT8ATTN_ERROR_BAD_VALUE,
+  INT8ATTN_REQUIRE(prm.keep_ratio >= 0.0f && prm.keep_ratio <= 1.0f, INT8ATTN_ERROR_BAD_VALUE,
           "params->keep_ratio is " + fstr(prm.keep_ratio) + "; must be in [0, 1] (0 = use threshold)");
   if (prm.keep_ratio == 0.0f) {
-    require(prm.threshold > 0.0f && prm.threshold <= 1.0f, INT8ATTN_ERROR_BAD_VALUE,
+    INT8ATTN_REQUIRE(prm.threshold > 0.0f && prm.threshold <= 1.0f, INT8ATTN_ERROR_BAD_VALUE,
             "params->threshold is " + fstr(prm.threshold) + "; must be in (0, 1]");
   }
   check_sm_scale(prm.sm_scale, "params->sm_scale");

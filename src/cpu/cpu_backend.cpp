@@ -25,7 +25,7 @@ class CpuBackend final : public Backend {
     std::vector<const cpu::KvView*> views(p.B * p.Hkv);
     if (p.cache) {
       const auto* cache = dynamic_cast<const cpu::CpuKvCache*>(p.cache);
-      require(cache != nullptr, INT8ATTN_ERROR_BAD_DEVICE,
+      INT8ATTN_REQUIRE(cache != nullptr, INT8ATTN_ERROR_BAD_DEVICE,
               "kv_cache_forward: the cache does not belong to the CPU backend");
       p.mode = cache->spec().mode;
       p.Nk = cache->length();
