@@ -8,6 +8,7 @@ import threading
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _fastpath
 from . import _lib as L
 from . import _tensors as T
 
@@ -433,6 +434,15 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
             the argument).
         NotSupportedError: e.g. an unsupported head dim, or CUDA tensors without a CUDA build.
     """
+    if (k_lengths is None and block_mask is None and not return_lse and context is None
+            and stream is None and q_granularity is None and smooth_k
+            and smooth_v and balance_channels is None and scale_multiplier == 1.0
+            and T.is_torch(q) and (policy is not None or timestep is None)):
+        o = attention_torch(q, k, v, mode=mode, causal=causal, sm_scale=sm_scale,
+                            layout=layout, policy=policy, timestep=timestep, out=out,
+                            k_granularity=k_granularity)
+        if o is not None:
+            return o
     qv = T.to_hnd(T.as_view(q, "q"), layout, "q")
     kv = T.to_hnd(T.as_view(k, "k"), layout, "k")
     vv = T.to_hnd(T.as_view(v, "v"), layout, "v")
@@ -457,6 +467,48 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
     L.call("int8attn_forward", ctx.handle, qv.ptr(), kv.ptr(), vv.ptr(), ov.ptr(),
            ctypes.byref(params), renames={"o": "out"})
     return (out, lse_obj) if return_lse else out
+
+
+_MODE_INTS = {m: int(m) for m in Mode}
+_MODE_INTS.update({m.name.lower(): int(m) for m in Mode})
+_MODE_INTS.update({int(m): int(m) for m in Mode})
+
+
+def attention_torch(q: Any, k: Any, v: Any, mode: ModeLike = "balanced", causal: bool = False,
+                    sm_scale: Optional[float] = None, layout: str = "HND",
+                    policy: PolicyLike = None, timestep: Optional[int] = None,
+                    out: Any = None, k_granularity: Union[None, str, int] = None) -> Any:
+    """:func:`attention` for rank-4 torch tensors with only these options, through the
+    low-overhead call path (``_fastpath``); None when that path does not cover the call (other
+    dtypes, ranks or array types), so the caller takes :func:`attention`'s general path."""
+    m = _MODE_INTS.get(mode)
+    if m is None:
+        m = int(parse_mode(mode))
+    if layout == "NHD":
+        nhd = True
+    elif layout == "HND":
+        nhd = False
+    else:
+        return None
+    if policy is None:
+        ph = t = 0
+    else:
+        ph = _policy_ptr(policy) or 0
+        t = int(timestep) if (ph and timestep is not None) else 0
+    if out is None:
+        out = _empty_like(q)
+    kg = 0 if k_granularity is None else _granularity(k_granularity, "k_granularity")
+    if not _fastpath.forward(q, k, v, out, m, causal, sm_scale, nhd, ph, t, kg):
+        return None
+    return out
+
+
+def _empty_like(x: Any) -> Any:
+    global _empty_like
+    import torch
+
+    _empty_like = torch.empty_like  # bound once: this runs on every call of a pipeline
+    return torch.empty_like(x)
 
 
 def forward_workspace_size(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, layout: str = "HND",
