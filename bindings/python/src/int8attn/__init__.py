@@ -13,7 +13,9 @@ Quick start::
 torch tensors (CPU or CUDA, float16/bfloat16/float32) work the same way; torch is never imported
 by ``import int8attn``. The torch integration (``Int8Attention``, ``Int8AttnProcessor``,
 ``replace_attention_with_int8``, the ``int8attn::attention`` custom op) lives in
-:mod:`int8attn.torch_integration` and is imported on first access.
+:mod:`int8attn.torch_integration` and is imported on first access. ``sageattn`` is
+SageAttention's entry point (``from int8attn import sageattn`` replaces
+``from sageattention import sageattn``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from ._api import (
     version,
 )
 
+from ._sage import sageattn
+from ._routing import describe as routing_tables
 from . import _lib as _l
 
 _l.lib()  # load now: a missing library or an ABI mismatch fails at import with a clear message
@@ -69,13 +73,18 @@ __all__ = [
     "InvalidArgumentError", "KVCache", "LibraryNotFoundError", "Mode", "NotSupportedError",
     "OutOfMemoryError", "TimestepPolicy", "attention", "default_context", "devices", "features",
     "forward_workspace_size", "info", "last_error", "library_path", "parse_mode",
-    "predict_block_mask", "quantize", "status_string", "version",
+    "predict_block_mask", "quantize", "routing_tables", "sageattn", "status_string", "version",
     # lazily imported from int8attn.torch_integration:
-    "Int8Attention", "Int8AttnProcessor", "replace_attention_with_int8", "set_timestep",
+    "Int8Attention", "Int8AttnProcessor", "Int8SDPAProcessor", "attention_op",
+    "replace_attention_with_int8", "sdpa_int8", "set_timestep",
 ]
 
 _TORCH_NAMES = {"Int8Attention", "Int8AttnProcessor", "Int8SDPAProcessor",
                 "replace_attention_with_int8", "set_timestep", "sdpa_int8", "attention_op"}
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(__all__))
 
 
 def __getattr__(name: str) -> Any:

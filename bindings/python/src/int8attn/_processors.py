@@ -1,0 +1,574 @@
+"""diffusers attention processors that run attention through int8attn.
+
+- :class:`Int8AttnProcessor` replaces ``AttnProcessor2_0`` (UNets, PixArt, …); every int8attn
+  call of a model, whichever processor made it, goes through its :meth:`~Int8AttnProcessor.
+  attention`, which owns the mode/policy, the routing table and the counters.
+- :class:`Int8SDPAProcessor` wraps any other processor (Flux, SD3, Wan, CogVideoX, …): it runs
+  the wrapped processor's own ``__call__`` code with ``F.scaled_dot_product_attention`` and
+  diffusers' ``dispatch_attention_fn`` bound to int8attn in that function's globals. Nothing
+  global is patched, so it is thread-safe and ``torch.compile`` traces it without breaks.
+- :func:`replace_attention_with_int8` swaps a pipeline's processors; :func:`set_timestep` sets
+  the sampler step for a policy.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import types
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import torch
+import torch.nn.functional as F
+
+from . import _routing
+from . import _torch_op
+from ._api import Mode, ModeLike, TimestepPolicy, _granularity, parse_mode
+from ._lib import NotSupportedError
+
+_ORIGINAL_SDPA = F.scaled_dot_product_attention
+_ROUTES = ("auto", "always")
+_FAST = int(Mode.FAST)
+
+
+def _compute_dtype(x: torch.Tensor) -> Optional[torch.dtype]:
+    """GPU kernels take fp16/bf16: fp32 CUDA inputs run in bf16 (and the result is cast back)."""
+    if x.is_cuda and x.dtype == torch.float32:
+        return torch.bfloat16
+    return None
+
+
+class _TextKV:
+    """Projected K/V of one attention module for one ``encoder_hidden_states`` tensor.
+
+    The tensor itself is held, so its memory cannot be reused by another tensor while the entry
+    lives, and its version counter is compared, so an in-place change invalidates the entry."""
+
+    __slots__ = ("source", "version", "key", "value")
+
+    def __init__(self, source: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> None:
+        self.source = source
+        self.version = source._version
+        self.key = key
+        self.value = value
+
+    def matches(self, source: torch.Tensor) -> bool:
+        return source is self.source and source._version == self.version
+
+
+class Int8AttnProcessor:
+    """A diffusers attention processor running attention through int8attn.
+
+    Same call signature as diffusers' ``AttnProcessor2_0``: ``processor(attn, hidden_states,
+    encoder_hidden_states=None, attention_mask=None, temb=None, ...)`` where ``attn`` is a
+    diffusers ``Attention`` (``to_q``, ``to_k``, ``to_v``, ``to_out``, ``heads``, optional
+    ``norm_q``/``norm_k``, ``group_norm``, ``spatial_norm``, ``residual_connection``,
+    ``rescale_output_factor``). Q/K/V are passed in NHD layout, so no transposes are made.
+    The CFG batch (2B) runs in one call.
+
+    Args:
+        mode: Precision for every call without a policy ("balanced" by default).
+        policy: Optional :class:`~int8attn.TimestepPolicy` over sampler *step indices*; set the
+            current step with :meth:`set_timestep` (or pass :meth:`callback_on_step_end` to the
+            pipeline).
+        fallback: Run PyTorch SDPA instead when a call cannot use int8attn (an attention mask,
+            dropout, an unsupported head dim or device). Counted in :attr:`stats`.
+        route: "auto" (default): calls whose shape int8attn is measured slower on than PyTorch
+            SDPA on this GPU model (``int8attn.routing_tables()``) run SDPA, so a step is never
+            made slower; "always": every call int8attn can take runs int8attn.
+        fast_k_granularity: K's INT8 scale granularity in FAST calls: "block" (default: one
+            scale per 64 keys, SageAttention's choice; 6-12% faster on Hopper, rel-L1 within
+            FAST's bar, see docs/precision-modes.md) or "token" (the library's default, one
+            per key). BALANCED calls keep per-key scales.
+        cache_text_kv: Keep each module's projected text K/V (cross-attention with
+            ``encoder_hidden_states``) while the same, unmodified ``encoder_hidden_states``
+            tensor comes back (the pipeline's prompt embeddings, every step of a generation),
+            skipping the K/V projections. Off by default; eager mode only. Drop the entries
+            with :meth:`clear_text_kv_cache` (they are replaced when the tensor changes).
+
+    Attributes:
+        stats: Counters: ``int8attn`` (calls run by int8attn), ``sdpa_routed`` (calls the
+            routing table sent to SDPA), ``fallback`` (calls int8attn cannot take),
+            ``text_kv_hits`` (K/V projections skipped), plus ``swapped_modules`` and
+            ``wrapped_modules`` after :func:`replace_attention_with_int8`. Counting is not
+            synchronised between threads. Under ``torch.compile`` only calls of processors
+            with a policy are counted (they run through ``int8attn::processor_attention``).
+    """
+
+    def __init__(self, mode: ModeLike = "balanced", policy: Optional[TimestepPolicy] = None,
+                 fallback: bool = True, route: str = "auto", cache_text_kv: bool = False,
+                 fast_k_granularity: str = "block") -> None:
+        if route not in _ROUTES:
+            raise ValueError(f"route: expected one of {_ROUTES}, got {route!r}")
+        self._fast_k_granularity = _granularity(fast_k_granularity, "fast_k_granularity")
+        self.mode = parse_mode(mode)
+        self.policy = policy
+        self.fallback = fallback
+        self.route = route
+        self.cache_text_kv = bool(cache_text_kv)
+        self.timestep: Optional[int] = 0 if policy is not None else None
+        self.stats: Dict[str, int] = {"int8attn": 0, "sdpa_routed": 0, "fallback": 0,
+                                      "text_kv_hits": 0}
+        self._text_kv: Dict[int, _TextKV] = {}
+        self._step_mode: Dict[Optional[int], int] = {}
+        self._op_id = _torch_op.register_processor(self)
+        # The fastest mode these calls run in (FAST > BALANCED > EXACT): what a compiled graph
+        # routes by (a policy's later set_mode calls are not seen by graphs compiled before).
+        self._fastest_mode = (max(int(m) for m in policy.modes()) if policy is not None
+                              else self._mode_now())
+
+    # -- timestep handling
+    def set_timestep(self, step: Optional[int]) -> None:
+        """Set the current sampler step index (0 = first step) used with the policy."""
+        self.timestep = None if step is None else int(step)
+
+    def callback_on_step_end(self, pipe: Any, step: int, timestep: Any,
+                             callback_kwargs: Dict[str, Any]) -> Dict[str, Any]:
+        """A diffusers ``callback_on_step_end``: advances to step ``step + 1`` (and back to 0
+        after the last step), so the policy sees step indices without further code."""
+        n = len(self.policy) if self.policy is not None else 0
+        nxt = step + 1
+        self.set_timestep(nxt if n == 0 or nxt < n else 0)
+        return callback_kwargs
+
+    def clear_text_kv_cache(self) -> None:
+        """Forget every cached text K/V (e.g. before a new prompt, to free their memory)."""
+        self._text_kv.clear()
+
+    def _count(self, key: str) -> None:
+        # Not while torch.compile traces: a counter read there becomes a guard on its value,
+        # and every later call would recompile. Calls compiled into a graph are not counted,
+        # except those made through int8attn::processor_attention (counted when they run).
+        if not _torch_op._is_compiling():
+            self.stats[key] += 1
+
+    def _mode_now(self) -> int:
+        """The mode this call runs in (the policy's for the current step, cached per step)."""
+        if self.policy is None or self.timestep is None:
+            return int(self.mode) if self.mode != Mode.DEFAULT else int(Mode.BALANCED)
+        m = self._step_mode.get(self.timestep)
+        if m is None:
+            t = min(max(self.timestep, 0), len(self.policy) - 1)
+            m = self._step_mode[self.timestep] = int(self.policy.mode(t))
+        return m
+
+    # -- the attention itself
+    def attention(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
+                  layout: str, causal: bool = False, scale: Optional[float] = None,
+                  fallback_fn: Optional[Callable[[], torch.Tensor]] = None) -> torch.Tensor:
+        """Attention of q/k/v in ``layout`` ("NHD" or "HND") by int8attn, or by
+        ``fallback_fn`` (SDPA on the same inputs) where the routing table prefers SDPA or
+        int8attn cannot take the call. Every call of the processors goes through here.
+
+        Eager calls decide in :meth:`run`. While ``torch.compile`` traces, a call site whose
+        shape loses to SDPA even in the fastest mode in use is traced as that SDPA call;
+        otherwise a processor without a policy traces int8attn's op, and one with a policy
+        (whose mode changes with the sampler step) one ``int8attn::processor_attention`` node
+        that calls :meth:`run` at run time (the step's mode, EXACT steps to SDPA)."""
+        if not _torch_op._is_compiling():
+            return self.run(query, key, value, layout=layout, causal=causal, scale=scale,
+                            fallback_fn=fallback_fn)
+        # Where even the fastest mode in use loses to SDPA, the graph holds SDPA itself.
+        n = 1 if layout == "NHD" else 2
+        if fallback_fn is not None and _route_at_trace(
+                self.route, query.get_device() if query.is_cuda else -1, self._fastest_mode,
+                int(query.shape[-1]), int(query.shape[n]), int(key.shape[n])):
+            return fallback_fn()
+        if self.policy is not None:  # (not the step itself: a traced int becomes a guard)
+            return _torch_op.processor_attention(query, key, value, causal,
+                                                 float(scale or 0.0), layout, self._op_id)
+        return self.run(query, key, value, layout=layout, causal=causal, scale=scale,
+                        fallback_fn=None)
+
+    def routes_to_sdpa(self, query: torch.Tensor, key: torch.Tensor, layout: str,
+                       mode: int) -> bool:
+        """Whether a call of this shape in ``mode`` runs SDPA (see :func:`_route`)."""
+        n = 1 if layout == "NHD" else 2
+        return _route(self.route, query.get_device() if query.is_cuda else -1, mode,
+                      query.shape[-1], query.shape[n], key.shape[n])
+
+    def run(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
+            layout: str, causal: bool = False, scale: Optional[float] = None,
+            fallback_fn: Optional[Callable[[], torch.Tensor]] = None) -> torch.Tensor:
+        """The call itself, decided now: the step's mode, the route, int8attn or the
+        fallback (eager code, and the kernel of ``int8attn::processor_attention``)."""
+        mode = self._mode_now()
+        if fallback_fn is not None and self.routes_to_sdpa(query, key, layout, mode):
+            self._count("sdpa_routed")
+            return fallback_fn()
+        cd = _compute_dtype(query)
+        q, k, v = (query, key, value) if cd is None else (
+            query.to(cd), key.to(cd), value.to(cd))
+        use_policy = self.policy is not None and self.timestep is not None
+        kg = self._fast_k_granularity if mode == _FAST else 0
+        try:
+            o = _torch_op.call(q, k, v, 0 if use_policy else mode, causal, scale, layout,
+                               self.policy.handle if use_policy else 0,
+                               self.timestep if use_policy else -1, kg)
+        except NotSupportedError:
+            if not self.fallback or fallback_fn is None:
+                raise
+            self._count("fallback")
+            return fallback_fn()
+        self._count("int8attn")
+        return o if cd is None else o.to(query.dtype)
+
+    def _text_kv_for(self, attn: Any, source: torch.Tensor,
+                     project: Callable[[], Any]) -> Any:
+        if not self.cache_text_kv or _torch_op._is_compiling():
+            return project()
+        entry = self._text_kv.get(id(attn))
+        if entry is not None and entry.matches(source):
+            self._count("text_kv_hits")
+            return entry.key, entry.value
+        k, v = project()
+        self._text_kv[id(attn)] = _TextKV(source, k, v)
+        return k, v
+
+    def __call__(self, attn: Any, hidden_states: torch.Tensor,
+                 encoder_hidden_states: Optional[torch.Tensor] = None,
+                 attention_mask: Optional[torch.Tensor] = None,
+                 temb: Optional[torch.Tensor] = None, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """Compute the attention block like ``AttnProcessor2_0``, with int8attn inside."""
+        residual = hidden_states
+        spatial_norm = getattr(attn, "spatial_norm", None)
+        if spatial_norm is not None:
+            hidden_states = spatial_norm(hidden_states, temb)
+        input_ndim = hidden_states.ndim
+        if input_ndim == 4:
+            batch, channel, height, width = hidden_states.shape
+            hidden_states = hidden_states.view(batch, channel, height * width).transpose(1, 2)
+        batch_size, sequence_length, _ = (
+            hidden_states.shape if encoder_hidden_states is None
+            else encoder_hidden_states.shape)
+        if attention_mask is not None:
+            attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length,
+                                                         batch_size)
+            attention_mask = attention_mask.view(batch_size, attn.heads, -1,
+                                                 attention_mask.shape[-1])
+        group_norm = getattr(attn, "group_norm", None)
+        if group_norm is not None:
+            hidden_states = group_norm(hidden_states.transpose(1, 2)).transpose(1, 2)
+
+        query = attn.to_q(hidden_states)
+        head_dim = query.shape[-1] // attn.heads
+        query = query.view(batch_size, -1, attn.heads, head_dim)
+        if getattr(attn, "norm_q", None) is not None:
+            query = attn.norm_q(query)
+        cross = encoder_hidden_states is not None
+        source = hidden_states if not cross else encoder_hidden_states
+
+        def project() -> Any:
+            ctx = source
+            if cross and getattr(attn, "norm_cross", None):
+                ctx = attn.norm_encoder_hidden_states(ctx)
+            k = attn.to_k(ctx).view(batch_size, -1, attn.heads, head_dim)
+            v = attn.to_v(ctx).view(batch_size, -1, attn.heads, head_dim)
+            if getattr(attn, "norm_k", None) is not None:
+                k = attn.norm_k(k)
+            return k, v
+
+        key, value = self._text_kv_for(attn, source, project) if cross else project()
+
+        def sdpa() -> torch.Tensor:
+            o = _ORIGINAL_SDPA(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                               attn_mask=attention_mask, dropout_p=0.0, is_causal=False)
+            return o.transpose(1, 2)
+
+        if attention_mask is not None and self.fallback:
+            self._count("fallback")
+            out = sdpa()
+        elif attention_mask is not None:
+            raise NotSupportedError(200, "attention_mask: arbitrary masks are not supported by "
+                                    "int8attn (use fallback=True)")
+        else:
+            scale = getattr(attn, "scale", None)
+            out = self.attention(query, key, value, layout="NHD",
+                                 scale=float(scale) if scale is not None else None,
+                                 fallback_fn=sdpa)
+        hidden_states = out.reshape(batch_size, -1, attn.heads * head_dim).to(query.dtype)
+        hidden_states = attn.to_out[0](hidden_states)
+        if len(attn.to_out) > 1:
+            hidden_states = attn.to_out[1](hidden_states)
+        if input_ndim == 4:
+            hidden_states = hidden_states.transpose(-1, -2).reshape(batch, channel, height, width)
+        if getattr(attn, "residual_connection", False):
+            hidden_states = hidden_states + residual
+        return hidden_states / getattr(attn, "rescale_output_factor", 1.0)
+
+    # -- what Int8SDPAProcessor binds into a wrapped processor's code
+    def sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+             attn_mask: Optional[torch.Tensor] = None, dropout_p: float = 0.0,
+             is_causal: bool = False, scale: Optional[float] = None,
+             enable_gqa: bool = False) -> torch.Tensor:
+        """``F.scaled_dot_product_attention`` ([B, H, N, D]) through :meth:`attention`."""
+        return sdpa_int8(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                         processor=self)
+
+    def dispatch(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                 attn_mask: Optional[torch.Tensor] = None, dropout_p: float = 0.0,
+                 is_causal: bool = False, scale: Optional[float] = None,
+                 enable_gqa: bool = False, attention_kwargs: Optional[Dict[str, Any]] = None,
+                 *, backend: Any = None, parallel_config: Any = None) -> torch.Tensor:
+        """diffusers' ``dispatch_attention_fn`` ([B, N, H, D]) through :meth:`attention`; what
+        int8attn cannot take (masks, dropout, context parallelism, other backends' extra
+        arguments) goes to the original dispatcher."""
+        def original() -> torch.Tensor:
+            from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+            return dispatch_attention_fn(query, key, value, attn_mask=attn_mask,
+                                         dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                                         enable_gqa=enable_gqa,
+                                         attention_kwargs=attention_kwargs, backend=backend,
+                                         parallel_config=parallel_config)
+
+        if (attn_mask is not None or dropout_p > 0.0 or parallel_config is not None
+                or attention_kwargs or query.dim() != 4
+                or (is_causal and query.shape[1] != key.shape[1])
+                or (query.shape[2] != key.shape[2] and not enable_gqa)):
+            self._count("fallback")
+            return original()
+        return self.attention(query, key, value, layout="NHD", causal=is_causal, scale=scale,
+                              fallback_fn=original)
+
+
+def _route(route: str, device: int, mode: int, head_dim: int, nq: int, nk: int) -> bool:
+    """Whether a call runs SDPA instead of int8attn: on a CUDA ``device`` (-1 = CPU) with
+    ``route="auto"``, EXACT calls always (fp16 attention is what SDPA's cuDNN backend is made
+    for), the others where the routing table measured int8attn slower."""
+    if route != "auto" or device < 0:
+        return False
+    if mode == int(Mode.EXACT):
+        return True
+    return _routing.prefer_sdpa(device, mode, head_dim, nq, nk)
+
+
+_route_at_trace = _route
+if hasattr(torch, "compiler") and hasattr(torch.compiler, "assume_constant_result"):
+    # Evaluated once while tracing (plain ints in, shapes are static there); the graph keeps
+    # the decision.
+    _route_at_trace = torch.compiler.assume_constant_result(_route)
+
+
+def sdpa_int8(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+              attn_mask: Optional[torch.Tensor] = None, dropout_p: float = 0.0,
+              is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
+              *, processor: Optional[Int8AttnProcessor] = None,
+              _original: Optional[Callable[..., torch.Tensor]] = None) -> torch.Tensor:
+    """A drop-in for ``F.scaled_dot_product_attention`` ([B, H, N, D]) that runs int8attn and
+    falls back to the original for masks, dropout, top-left causal with Nq ≠ Nk, inputs that are
+    not rank 4, and unsupported cases (counted in the processor's ``stats``)."""
+    orig = _original or _ORIGINAL_SDPA
+    proc = processor or _default_processor()
+
+    def fb() -> torch.Tensor:
+        kw: Dict[str, Any] = {"attn_mask": attn_mask, "dropout_p": dropout_p,
+                              "is_causal": is_causal, "scale": scale}
+        if enable_gqa:
+            kw["enable_gqa"] = True
+        return orig(query, key, value, **kw)
+
+    if (attn_mask is not None or dropout_p > 0.0 or query.dim() != 4
+            or (is_causal and query.shape[-2] != key.shape[-2])
+            or (query.shape[1] != key.shape[1] and not enable_gqa)):
+        proc._count("fallback")
+        return fb()
+    return proc.attention(query, key, value, layout="HND", causal=is_causal, scale=scale,
+                          fallback_fn=fb)
+
+
+_default: List[Int8AttnProcessor] = []
+
+
+def _default_processor() -> Int8AttnProcessor:
+    if not _default:
+        _default.append(Int8AttnProcessor())
+    return _default[0]
+
+
+# ---- wrapping other processors ----------------------------------------------------------------
+_ROUTED_NAMES = ("scaled_dot_product_attention", "dispatch_attention_fn")
+
+
+def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optional[Callable]:
+    """``fn`` (a processor's ``__call__``) with ``F`` and ``dispatch_attention_fn`` in its
+    globals bound to ``config``; None when its code names neither (nothing to reroute).
+
+    The new globals are the dict of a module registered in ``sys.modules`` under its own name:
+    ``torch.compile`` guards a function's globals through the module its ``__name__`` names, so
+    they must be that module's, not a loose dict."""
+    code = getattr(fn, "__code__", None)
+    if code is None or not any(n in code.co_names for n in _ROUTED_NAMES):
+        return None
+    origin = fn.__globals__
+    name = (f"_int8attn_routed_{id(config):x}_"
+            f"{str(origin.get('__name__', 'module')).replace('.', '_')}")
+    module = sys.modules.get(name)
+    if module is None:
+        module = types.ModuleType(name)
+        module.__dict__.update(origin)
+        module.__dict__["__name__"] = name
+        rebound = False
+        for key, value in origin.items():
+            if value is F:  # the module, under whatever name the processor's file imported it
+                proxy = types.ModuleType(F.__name__)
+                proxy.__dict__.update(F.__dict__)
+                proxy.scaled_dot_product_attention = config.sdpa
+                module.__dict__[key] = proxy
+                rebound = True
+            elif getattr(value, "__name__", None) == "dispatch_attention_fn" and callable(value):
+                module.__dict__[key] = config.dispatch
+                rebound = True
+        if not rebound:
+            return None
+        sys.modules[name] = module
+        weakref.finalize(config, sys.modules.pop, name, None)
+    new = types.FunctionType(code, module.__dict__, fn.__name__, fn.__defaults__,
+                             fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    return new
+
+
+_patch_lock = threading.RLock()
+
+
+class Int8SDPAProcessor:
+    """Wraps another diffusers processor (Flux, SD3 joint attention, video DiTs, …) so that its
+    attention runs through int8attn. The wrapped processor's ``__call__`` runs with
+    ``F.scaled_dot_product_attention`` and ``dispatch_attention_fn`` bound to ``config`` in
+    its own globals (compile-friendly, no global state). A processor whose code calls neither
+    by name is run with ``F.scaled_dot_product_attention`` patched for the duration of the
+    call instead (under a lock). The wrapper advertises the wrapped processor's call signature,
+    so diffusers passes it the same keyword arguments (e.g. ``image_rotary_emb``).
+
+    Args:
+        inner: The processor to wrap.
+        config: The :class:`Int8AttnProcessor` holding mode, policy, routing and stats.
+    """
+
+    def __init__(self, inner: Any, config: Int8AttnProcessor) -> None:
+        self.inner = inner
+        self.config = config
+        call = type(inner).__call__
+        self._routed = _routed_function(call, config)
+        sig = inspect.signature(call)
+
+        def __call__(self: "Int8SDPAProcessor", *args: Any, **kwargs: Any) -> Any:
+            return Int8SDPAProcessor._run(self, *args, **kwargs)
+
+        __call__.__signature__ = sig  # type: ignore[attr-defined]
+        self.__class__ = type(f"Int8SDPAProcessor[{type(inner).__name__}]",
+                              (Int8SDPAProcessor,), {"__call__": __call__})
+
+    def __getattr__(self, name: str) -> Any:
+        # diffusers reads attributes of its processors (_attention_backend, _parallel_config)
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(name)
+        return getattr(inner, name)
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:
+        if self._routed is not None:
+            return self._routed(self.inner, *args, **kwargs)
+        with _patch_lock:
+            F.scaled_dot_product_attention = self.config.sdpa
+            try:
+                return self.inner(*args, **kwargs)
+            finally:
+                F.scaled_dot_product_attention = _ORIGINAL_SDPA
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:  # replaced per instance
+        return self._run(*args, **kwargs)
+
+
+_STANDARD_PROCESSORS = {"AttnProcessor", "AttnProcessor2_0", "XFormersAttnProcessor",
+                        "AttnProcessorNPU", "Int8AttnProcessor"}
+
+
+def _iter_modules(obj: Any) -> Iterator[torch.nn.Module]:
+    seen = set()
+    roots: List[torch.nn.Module] = []
+    if isinstance(obj, torch.nn.Module):
+        roots.append(obj)
+    else:
+        comps = getattr(obj, "components", None)
+        values = comps.values() if isinstance(comps, dict) else vars(obj).values()
+        roots.extend(v for v in values if isinstance(v, torch.nn.Module))
+    for root in roots:
+        for m in root.modules():
+            if id(m) not in seen:
+                seen.add(id(m))
+                yield m
+
+
+def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = "balanced",
+                                policy: Optional[TimestepPolicy] = None,
+                                num_inference_steps: Optional[int] = None,
+                                fallback: bool = True, wrap_other_processors: bool = True,
+                                route: str = "auto", cache_text_kv: bool = False) -> Any:
+    """Swap the attention processors of a diffusers pipeline (or any ``nn.Module``) for
+    int8attn ones.
+
+    Every module with a ``set_processor`` method and a ``processor`` attribute is changed:
+    standard processors (``AttnProcessor2_0`` and friends) become one shared
+    :class:`Int8AttnProcessor`; others (joint/rotary processors of Flux, SD3, video DiTs) are
+    wrapped in :class:`Int8SDPAProcessor` when ``wrap_other_processors``.
+
+    Args:
+        pipe_or_module: A diffusers pipeline (its ``components``) or a module.
+        mode: Precision of ordinary calls ("balanced", "fast", "exact").
+        policy: Optional :class:`~int8attn.TimestepPolicy` over sampler step indices.
+        num_inference_steps: Build a policy with this many steps when ``policy`` is None (first
+            and last step EXACT, the rest ``mode``).
+        fallback: Use PyTorch SDPA for calls int8attn cannot take (masks, …).
+        wrap_other_processors: Also wrap non-standard processors.
+        route: "auto" (default) runs SDPA on the call shapes int8attn is measured slower on
+            (see :class:`Int8AttnProcessor`); "always" runs int8attn wherever it can.
+        cache_text_kv: Reuse projected text K/V across steps (see :class:`Int8AttnProcessor`).
+
+    Returns:
+        ``pipe_or_module`` itself; the shared processor is at ``._int8attn_processor`` (use
+        :func:`set_timestep`, or ``callback_on_step_end=proc.callback_on_step_end``).
+    """
+    if policy is None and num_inference_steps is not None:
+        policy = TimestepPolicy(num_inference_steps, default_mode=mode)
+    proc = Int8AttnProcessor(mode=mode, policy=policy, fallback=fallback, route=route,
+                             cache_text_kv=cache_text_kv)
+    swapped = wrapped = 0
+    for m in _iter_modules(pipe_or_module):
+        if not (callable(getattr(m, "set_processor", None)) and hasattr(m, "processor")):
+            continue
+        cur = m.processor
+        if isinstance(cur, Int8SDPAProcessor):
+            cur = cur.inner
+        name = type(cur).__name__ if cur is not None else "AttnProcessor2_0"
+        if name in _STANDARD_PROCESSORS:
+            m.set_processor(proc)
+            swapped += 1
+        elif wrap_other_processors:
+            m.set_processor(Int8SDPAProcessor(cur, proc))
+            wrapped += 1
+    proc.stats["swapped_modules"] = swapped
+    proc.stats["wrapped_modules"] = wrapped
+    try:
+        setattr(pipe_or_module, "_int8attn_processor", proc)
+    except (AttributeError, TypeError):  # pragma: no cover - frozen objects
+        pass
+    return pipe_or_module
+
+
+def set_timestep(pipe_or_module: Any, step: Optional[int]) -> None:
+    """Set the sampler step index on the processors installed by
+    :func:`replace_attention_with_int8`."""
+    proc = getattr(pipe_or_module, "_int8attn_processor", None)
+    if isinstance(proc, Int8AttnProcessor):
+        proc.set_timestep(step)
+        return
+    for m in _iter_modules(pipe_or_module):
+        p = getattr(m, "processor", None)
+        if isinstance(p, Int8SDPAProcessor):
+            p = p.config
+        if isinstance(p, Int8AttnProcessor):
+            p.set_timestep(step)

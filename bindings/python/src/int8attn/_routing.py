@@ -1,0 +1,138 @@
+"""Which attention calls int8attn should take inside a model, from measured tables.
+
+A diffusers step makes hundreds of attention calls of a few shapes; on some of them (77-key text
+cross-attention, 1K-token layers) int8attn is slower than PyTorch's SDPA on the same GPU today.
+The processors must never make a step slower, so for each call they ask :func:`prefer_sdpa`,
+which looks the call up in a table measured by ``bench/route_table.py`` on that GPU model: the
+speed of int8attn end-to-end (in the call's precision mode) relative to SDPA's cuDNN backend,
+on a grid of head dims × query lengths × key lengths. A call goes to SDPA where the nearest grid
+point (head dim rounded up, lengths nearest on a log scale) says int8attn is slower.
+
+Tables live in ``routing/*.json`` inside the package, one per GPU compute capability; a GPU
+without a table (and every CPU call) always takes int8attn, since there is nothing measured to
+decide with. The decisions are cached per shape, so a call pays one dict lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+_TABLE_DIR = Path(__file__).resolve().parent / "routing"
+_MODE_NAMES = {1: "exact", 2: "balanced", 3: "fast"}
+
+
+class RouteTable:
+    """One measured table: ``ratio[mode][head_dim][i_nq][i_nk]`` = SDPA time / int8attn time.
+
+    Attributes:
+        device: The GPU the table was measured on.
+        capability: Its compute capability (major, minor).
+        source: Where the measurement is committed.
+    """
+
+    def __init__(self, data: Dict[str, Any]) -> None:
+        self.device = str(data.get("device", ""))
+        self.capability = tuple(int(x) for x in data["capability"])
+        self.source = str(data.get("source", ""))
+        self.head_dims: List[int] = sorted(int(d) for d in data["head_dims"])
+        self.nq: List[int] = [int(x) for x in data["nq"]]
+        self.nk: List[int] = [int(x) for x in data["nk"]]
+        self.ratio: Dict[str, Dict[int, List[List[Optional[float]]]]] = {
+            mode: {int(d): rows for d, rows in per_d.items()}
+            for mode, per_d in data["ratio"].items()}
+        for mode, per_d in self.ratio.items():
+            for d, rows in per_d.items():
+                if len(rows) != len(self.nq) or any(len(r) != len(self.nk) for r in rows):
+                    raise ValueError(f"routing table {self.device}: ratio[{mode}][{d}] is not "
+                                     f"{len(self.nq)}x{len(self.nk)}")
+
+    @staticmethod
+    def _nearest(grid: Sequence[int], n: int) -> int:
+        x = math.log(max(n, 1))
+        return min(range(len(grid)), key=lambda i: abs(math.log(grid[i]) - x))
+
+    def ratio_for(self, mode: int, head_dim: int, nq: int, nk: int) -> Optional[float]:
+        """The measured speed ratio nearest to this call (None where nothing was measured)."""
+        per_d = self.ratio.get(_MODE_NAMES.get(mode, ""))
+        if not per_d:
+            return None
+        d = next((h for h in self.head_dims if h >= head_dim), self.head_dims[-1])
+        rows = per_d.get(d)
+        if rows is None:
+            return None
+        # The nearest grid point that was measured (cells with Nk much larger than Nq are not).
+        iq = self._nearest(self.nq, nq)
+        order = sorted(range(len(self.nk)), key=lambda i: abs(math.log(self.nk[i]) -
+                                                               math.log(max(nk, 1))))
+        for ik in order:
+            r = rows[iq][ik]
+            if r is not None:
+                return float(r)
+        return None
+
+
+_tables: Optional[Dict[Tuple[int, int], RouteTable]] = None
+_decisions: Dict[Tuple[Any, ...], bool] = {}
+_capability: Dict[int, Tuple[int, int]] = {}
+
+
+def tables() -> Dict[Tuple[int, int], RouteTable]:
+    """Every table shipped in the package, by compute capability."""
+    global _tables
+    if _tables is None:
+        found: Dict[Tuple[int, int], RouteTable] = {}
+        if _TABLE_DIR.is_dir():
+            for path in sorted(_TABLE_DIR.glob("*.json")):
+                t = RouteTable(json.loads(path.read_text()))
+                found[t.capability] = t
+        _tables = found
+    return _tables
+
+
+def table_for(capability: Tuple[int, int]) -> Optional[RouteTable]:
+    """The table of this compute capability, if one was measured."""
+    return tables().get(tuple(capability))  # type: ignore[arg-type]
+
+
+def _device_capability(device_index: int) -> Tuple[int, int]:
+    cap = _capability.get(device_index)
+    if cap is None:
+        import torch
+
+        cap = _capability[device_index] = tuple(torch.cuda.get_device_capability(device_index))
+    return cap
+
+
+def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int) -> bool:
+    """True when SDPA is measured faster than int8attn for this CUDA call (``device_index`` is
+    the tensor's CUDA device; CPU calls (-1) always take int8attn)."""
+    key = (device_index, mode, head_dim, nq, nk)
+    hit = _decisions.get(key)
+    if hit is not None:
+        return hit
+    decision = False
+    if device_index >= 0:
+        table = table_for(_device_capability(device_index))
+        if table is not None:
+            r = table.ratio_for(mode, head_dim, nq, nk)
+            decision = r is not None and r < 1.0
+    _decisions[key] = decision
+    return decision
+
+
+def describe() -> List[Dict[str, Any]]:
+    """The shipped tables and, per mode and head dim, the shapes routed to SDPA (for docs and
+    ``int8attn.info()``-style reports)."""
+    out = []
+    for t in tables().values():
+        routed = {}
+        for mode, per_d in t.ratio.items():
+            routed[mode] = {d: [(t.nq[i], t.nk[j]) for i, row in enumerate(rows)
+                                for j, r in enumerate(row) if r is not None and r < 1.0]
+                            for d, rows in per_d.items()}
+        out.append({"device": t.device, "capability": t.capability, "source": t.source,
+                    "routed_to_sdpa": routed})
+    return out

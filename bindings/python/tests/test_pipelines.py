@@ -1,0 +1,333 @@
+"""The pipeline integration on the CPU backend (needs torch; the diffusers tests need diffusers).
+
+What a diffusers user relies on: the low-overhead torch call path gives what the general path
+gives, the custom op, the ``sageattn`` drop-in, the routing table and its accounting, the text
+K/V reuse (equal to no reuse), and real diffusers models (UNet, Flux, SD3 classes at tiny sizes)
+with their processors swapped, eager and under ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import int8attn  # noqa: E402
+from int8attn import _processors, _routing  # noqa: E402
+from int8attn import torch_integration as ti  # noqa: E402,F401 - registers the op
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def rel_l1(a, b) -> float:
+    a, b = a.double(), b.double()
+    return float((a - b).abs().sum() / b.abs().sum())
+
+
+# ---- the torch call path ----------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+@pytest.mark.parametrize("mode", ["exact", "balanced", "fast"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_torch_path_equals_general_path(layout, mode, dtype):
+    q, k, v = (randn(2, 3, 40, 32, seed=s, dtype=dtype) for s in range(3))
+    if layout == "NHD":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # non-contiguous views, like diffusers
+    fast = int8attn.attention(q, k, v, mode=mode, layout=layout)
+    # an explicit context is an option the fast path leaves to the general path
+    general = int8attn.attention(q, k, v, mode=mode, layout=layout,
+                                 context=int8attn.default_context())
+    assert fast.shape == q.shape and fast.dtype == q.dtype and fast.stride() == q.stride()
+    assert torch.equal(fast, general)
+    if dtype == torch.float32:
+        ref = int8attn.attention(q.numpy(), k.numpy(), v.numpy(), mode=mode, layout=layout)
+        np.testing.assert_array_equal(fast.numpy(), ref)
+
+
+def test_torch_path_errors_name_the_argument_and_write_nothing():
+    q, k, v = (randn(1, 2, 16, 32, seed=s) for s in range(3))
+    out = torch.full((1, 2, 16, 16), 7.0)
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, k, v, out=out)
+    assert ei.value.message.startswith("out")
+    assert bool((out == 7.0).all())
+    with pytest.raises(int8attn.InvalidArgumentError) as ei:
+        int8attn.attention(q, k[..., :16], v)
+    assert "k" in ei.value.message
+    with pytest.raises(ValueError, match="timestep"):
+        int8attn.attention(q, k, v, timestep=3)  # no policy: still rejected
+
+
+def test_torch_path_policy_and_scale():
+    q, k, v = (randn(1, 2, 64, 32, seed=s) for s in range(3))
+    pol = int8attn.TimestepPolicy(4, default_mode="fast")
+    for t in range(4):
+        a = int8attn.attention(q, k, v, mode=None, policy=pol, timestep=t, sm_scale=0.1)
+        b = int8attn.attention(q, k, v, mode=pol.mode(t), sm_scale=0.1)
+        assert torch.equal(a, b), t
+
+
+def test_custom_op_equals_attention():
+    q, k, v = (randn(2, 4, 64, 32, seed=s, dtype=torch.float16) for s in range(3))
+    a = torch.ops.int8attn.attention(q, k, v, 3, False, 0.0, "HND", 0, -1)
+    b = int8attn.attention(q, k, v, mode="fast")
+    assert torch.equal(a, b)
+    a = torch.ops.int8attn.attention(q, k, v, 3, k_granularity=1)  # INT8ATTN_GRANULARITY_PER_BLOCK
+    b = int8attn.attention(q, k, v, mode="fast", k_granularity="block")
+    assert torch.equal(a, b)
+    assert not torch.equal(a, int8attn.attention(q, k, v, mode="fast"))
+
+
+# ---- sageattn ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_sageattn_equals_attention(layout, causal):
+    q, k, v = (randn(1, 2, 48, 64, seed=s, dtype=torch.float16) for s in range(3))
+    if layout == "NHD":
+        q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    a = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=causal, sm_scale=0.2,
+                          qk_quant_gran="per_warp", pv_accum_dtype="fp32+fp32")
+    b = int8attn.attention(q, k, v, mode="fast", causal=causal, sm_scale=0.2, layout=layout,
+                           k_granularity="block")
+    assert torch.equal(a, b)
+    c = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=causal, sm_scale=0.2,
+                          k_granularity="token", mode="balanced")
+    assert torch.equal(c, int8attn.attention(q, k, v, mode="balanced", causal=causal,
+                                             sm_scale=0.2, layout=layout))
+    o, lse = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=causal, return_lse=True)
+    assert o.shape == q.shape and lse.shape == (1, 2, 48) and lse.dtype == torch.float32
+
+
+def test_sageattn_rejects_unknown_arguments():
+    q = randn(1, 1, 16, 64, dtype=torch.float16)
+    with pytest.raises(TypeError, match="qk_gran"):
+        int8attn.sageattn(q, q, q, qk_gran="per_warp")
+    with pytest.raises(ValueError, match="tensor_layout"):
+        int8attn.sageattn(q, q, q, tensor_layout="BHSD")
+    assert "sageattn" in int8attn.__all__ and "sageattn" in dir(int8attn)
+
+
+# ---- routing ----------------------------------------------------------------------------------
+def _table(ratio_fast):
+    return _routing.RouteTable({
+        "device": "test GPU", "capability": [9, 0], "head_dims": [64, 128],
+        "nq": [1024, 4096], "nk": [77, 1024, 4096],
+        "ratio": {"fast": {"64": ratio_fast, "128": ratio_fast}}})
+
+
+def test_route_table_nearest_point():
+    t = _table([[0.5, 0.9, None], [0.4, 1.2, 1.5]])
+    assert t.ratio_for(3, 40, 1000, 77) == 0.5       # D rounds up to 64, nearest lengths
+    assert t.ratio_for(3, 64, 5000, 3000) == 1.5
+    assert t.ratio_for(3, 96, 1024, 4096) == 0.9     # (1024, 4096) not measured: next nearest Nk
+    assert t.ratio_for(3, 256, 4096, 900) == 1.2     # beyond the largest D: the largest
+    assert t.ratio_for(2, 64, 1024, 77) is None      # mode not measured
+    with pytest.raises(ValueError, match="not 2x3"):
+        _routing.RouteTable({"capability": [9, 0], "head_dims": [64], "nq": [1, 2],
+                             "nk": [1, 2, 3], "ratio": {"fast": {"64": [[1.0]]}}})
+
+
+def test_prefer_sdpa_uses_the_device_table(monkeypatch):
+    monkeypatch.setattr(_routing, "_tables", {(9, 0): _table([[0.5, 0.9, None],
+                                                              [0.4, 1.2, 1.5]])})
+    monkeypatch.setattr(_routing, "_capability", {0: (9, 0), 1: (8, 0)})
+    monkeypatch.setattr(_routing, "_decisions", {})
+    assert _routing.prefer_sdpa(0, 3, 64, 4096, 77)            # measured slower
+    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096)      # measured faster
+    assert not _routing.prefer_sdpa(1, 3, 64, 4096, 77)        # no table for sm80
+    assert not _routing.prefer_sdpa(-1, 3, 64, 4096, 77)       # CPU
+    assert not _routing.prefer_sdpa(0, 2, 64, 4096, 77)        # mode not measured
+    # the route rule of the processors: EXACT always SDPA on a GPU, never with "always"
+    assert _processors._route("auto", 0, 1, 64, 4096, 4096)
+    assert not _processors._route("always", 0, 3, 64, 4096, 77)
+    assert _processors._route("auto", 0, 3, 64, 4096, 77)
+    assert not _processors._route("auto", -1, 1, 64, 4096, 77)
+    desc = _routing.describe()
+    assert desc[0]["routed_to_sdpa"]["fast"][64] == [(1024, 77), (1024, 1024), (4096, 77)]
+
+
+def test_shipped_tables_load():
+    for path in sorted(_routing._TABLE_DIR.glob("*.json")):
+        t = _routing.RouteTable(json.loads(path.read_text()))
+        assert t.head_dims and t.nq and t.nk and set(t.ratio) <= {"exact", "balanced", "fast"}
+
+
+def test_routed_calls_run_sdpa_and_are_counted(monkeypatch):
+    proc = int8attn.Int8AttnProcessor(mode="fast")
+    q, k, v = (randn(1, 2, 32, 16, seed=s) for s in range(3))
+    sdpa = lambda: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
+    monkeypatch.setattr(_processors, "_route", lambda *a: True)
+    o = proc.attention(q, k, v, layout="HND", fallback_fn=sdpa)
+    assert torch.equal(o, sdpa()) and proc.stats["sdpa_routed"] == 1
+    assert proc.stats["int8attn"] == 0
+    monkeypatch.setattr(_processors, "_route", lambda *a: False)
+    o = proc.attention(q, k, v, layout="HND", fallback_fn=sdpa)
+    # FAST in the processors: K scales per 64 keys unless told otherwise
+    assert torch.equal(o, int8attn.attention(q, k, v, mode="fast", k_granularity="block"))
+    assert proc.stats["int8attn"] == 1
+    per_key = int8attn.Int8AttnProcessor(mode="fast", fast_k_granularity="token")
+    o = per_key.attention(q, k, v, layout="HND", fallback_fn=sdpa)
+    assert torch.equal(o, int8attn.attention(q, k, v, mode="fast"))
+    with pytest.raises(ValueError, match="route"):
+        int8attn.Int8AttnProcessor(route="sometimes")
+
+
+# ---- diffusers --------------------------------------------------------------------------------
+diffusers = pytest.importorskip("diffusers")
+from diffusers.models.attention_processor import Attention, AttnProcessor2_0  # noqa: E402
+
+
+def _cross_attention(seed=0):
+    torch.manual_seed(seed)
+    return Attention(64, cross_attention_dim=48, heads=4, dim_head=16).eval()
+
+
+def test_text_kv_reuse_equals_no_reuse():
+    attn = _cross_attention()
+    x = randn(2, 100, 64, seed=1)
+    text = randn(2, 77, 48, seed=2)
+    plain = int8attn.Int8AttnProcessor(mode="balanced")
+    cached = int8attn.Int8AttnProcessor(mode="balanced", cache_text_kv=True)
+    with torch.no_grad():
+        attn.set_processor(plain)
+        ref = attn(x, text)
+        attn.set_processor(cached)
+        outs = [attn(x * (1 + i), text) for i in range(3)]
+        attn.set_processor(plain)
+        refs = [attn(x * (1 + i), text) for i in range(3)]
+    for a, b in zip(outs, refs):
+        assert torch.equal(a, b)
+    assert cached.stats["text_kv_hits"] == 2 and cached.stats["int8attn"] == 3
+    with torch.no_grad():
+        attn.set_processor(cached)
+        text2 = text.clone()  # a new tensor (same values): recomputed, not a hit
+        attn(x, text2)
+        assert cached.stats["text_kv_hits"] == 2
+        text2.mul_(2.0)  # changed in place: recomputed
+        changed = attn(x, text2)
+        assert cached.stats["text_kv_hits"] == 2
+        attn.set_processor(plain)
+        assert torch.equal(changed, attn(x, text2))
+    cached.clear_text_kv_cache()
+    assert not cached._text_kv
+    assert torch.equal(ref, refs[0])
+
+
+def test_standard_processor_matches_stock_and_counts_fallbacks():
+    attn = _cross_attention(3)
+    x = randn(2, 64, 64, seed=4)
+    text = randn(2, 77, 48, seed=5)
+    proc = int8attn.Int8AttnProcessor(mode="exact")
+    with torch.no_grad():
+        attn.set_processor(AttnProcessor2_0())
+        ref = attn(x, text)
+        attn.set_processor(proc)
+        out = attn(x, text)
+        assert rel_l1(out, ref) < 1e-5
+        mask = torch.zeros(2, 1, 77)
+        mask[:, :, 60:] = float("-inf")
+        out_m = attn(x, text, attention_mask=mask)
+        attn.set_processor(AttnProcessor2_0())
+        torch.testing.assert_close(out_m, attn(x, text, attention_mask=mask))
+    assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 1
+
+
+def _tiny_models():
+    from diffusers import FluxTransformer2DModel, SD3Transformer2DModel, UNet2DConditionModel
+
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(
+        sample_size=8, in_channels=4, out_channels=4, layers_per_block=1,
+        block_out_channels=(64, 128), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32,
+        attention_head_dim=8, norm_num_groups=8).eval()
+    unet_in = dict(sample=randn(2, 4, 8, 8, seed=1), timestep=torch.tensor(10),
+                   encoder_hidden_states=randn(2, 7, 32, seed=2))
+    flux = FluxTransformer2DModel(patch_size=1, in_channels=8, num_layers=1,
+                                  num_single_layers=1, attention_head_dim=16,
+                                  num_attention_heads=2, joint_attention_dim=32,
+                                  pooled_projection_dim=16, axes_dims_rope=(4, 6, 6)).eval()
+    flux_in = dict(hidden_states=randn(1, 16, 8, seed=3),
+                   encoder_hidden_states=randn(1, 8, 32, seed=4),
+                   pooled_projections=randn(1, 16, seed=5), timestep=torch.tensor([0.5]),
+                   img_ids=torch.zeros(16, 3), txt_ids=torch.zeros(8, 3))
+    sd3 = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1,
+                                attention_head_dim=8, num_attention_heads=2,
+                                joint_attention_dim=32, caption_projection_dim=16,
+                                pooled_projection_dim=16, out_channels=4,
+                                pos_embed_max_size=8).eval()
+    sd3_in = dict(hidden_states=randn(2, 4, 8, 8, seed=6),
+                  encoder_hidden_states=randn(2, 5, 32, seed=7),
+                  pooled_projections=randn(2, 16, seed=8), timestep=torch.tensor([3, 3]))
+    return {"unet": (unet, unet_in), "flux": (flux, flux_in), "sd3": (sd3, sd3_in)}
+
+
+def _out(model, inputs):
+    with torch.no_grad():
+        o = model(**inputs, return_dict=False)[0]
+    return o.sample if hasattr(o, "sample") else o
+
+
+@pytest.mark.parametrize("name", ["unet", "flux", "sd3"])
+def test_diffusers_models_eager(name):
+    model, inputs = _tiny_models()[name]
+    ref = _out(model, inputs)
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    proc = model._int8attn_processor
+    out = _out(model, inputs)
+    assert rel_l1(out, ref) < 0.02
+    assert proc.stats["int8attn"] > 0 and proc.stats["fallback"] == 0
+    assert proc.stats["swapped_modules"] + proc.stats["wrapped_modules"] > 0
+    if name != "unet":  # the joint/rotary processors are wrapped, their code rebound
+        assert proc.stats["wrapped_modules"] > 0
+        wrapped = [m.processor for m in model.modules()
+                   if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
+        assert all(w._routed is not None for w in wrapped)
+    assert F.scaled_dot_product_attention is _processors._ORIGINAL_SDPA
+
+
+@pytest.mark.parametrize("name", ["unet", "flux"])
+def test_diffusers_models_compiled_fixed_mode(name):
+    """torch.compile without a policy: one graph, no recompiles across calls."""
+    torch._dynamo.reset()
+    model, inputs = _tiny_models()[name]
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    eager = _out(model, inputs)
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    compiled = torch.compile(model, backend="aot_eager")
+    for _ in range(3):
+        torch.testing.assert_close(_out(compiled, inputs), eager, rtol=0, atol=0)
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
+    assert sum(counters["graph_break"].values()) == 0, dict(counters["graph_break"])
+
+
+@pytest.mark.parametrize("name", ["unet", "flux"])
+def test_diffusers_models_compiled_with_policy(name):
+    """torch.compile with a policy: the mode changes per step without recompiling, and the
+    compiled model gives what the eager one gives at every step."""
+    torch._dynamo.reset()
+    model, inputs = _tiny_models()[name]
+    int8attn.replace_attention_with_int8(model, mode="fast", num_inference_steps=3)
+    proc = model._int8attn_processor
+    eager = []
+    for step in range(3):
+        int8attn.set_timestep(model, step)
+        eager.append(_out(model, inputs))
+    calls = proc.stats["int8attn"]
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    compiled = torch.compile(model, backend="aot_eager")
+    for step in range(3):
+        int8attn.set_timestep(model, step)
+        torch.testing.assert_close(_out(compiled, inputs), eager[step], rtol=0, atol=0)
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])  # no recompiles
+    assert proc.stats["int8attn"] == 2 * calls  # counted at run time, every step
+    explanation = torch._dynamo.explain(model)(**inputs, return_dict=False)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
