@@ -1,0 +1,343 @@
+"""Model table for bench/pipeline.py: diffusers denoisers with their published configs.
+
+Every entry is the ``__init__`` keyword arguments of a diffusers 0.42.1 class, copied from the
+``config.json`` of the published checkpoint named in ``source`` (only keys that differ from the
+class defaults *or* that define the architecture are written out; where the JSON and the class
+default agree the value is still spelled out so the table reads on its own). The weights are
+random (seeded); nothing is downloaded.
+
+Each entry also says how a pipeline calls the denoiser for one sampler step at the stated
+resolution (CFG batch, latent shape, text tokens), and ``make_inputs`` builds those inputs as
+fixed random tensors.
+
+``TINY`` holds small versions of the same architectures (1-2 blocks, narrow, a few dozen
+tokens, float32) for a CPU smoke test of the script.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One benchmarked denoiser.
+
+    Attributes:
+        name: Key on the command line (``--models``).
+        cls: diffusers class name.
+        config: ``cls(**config)``.
+        dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
+        family: Which input builder applies ("unet", "sd3", "flux", "wan", "cogvideox").
+        inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
+        description: Resolution and batch, in words.
+        source: Where ``config`` comes from.
+        attention: The attention layers' token counts and head shapes, in words.
+        depth: Config keys holding transformer depth, main stack first (``--layers`` cuts them).
+    """
+
+    name: str
+    cls: str
+    config: Dict[str, Any]
+    dtype: str
+    family: str
+    inputs: Dict[str, Any]
+    description: str
+    source: str
+    attention: str
+    depth: Tuple[str, ...] = ()
+    layers_cut: Optional[Dict[str, Any]] = field(default=None)
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def with_layers(self, n: Optional[int]) -> "ModelSpec":
+        """This spec with its transformer stacks cut to ``n`` blocks (the main stack; other stacks
+        keep their published ratio to it, e.g. Flux's 38 single blocks to 19 double blocks).
+        UNets (no ``depth``) and ``n`` at or above full depth are returned unchanged."""
+        if n is None or not self.depth:
+            return self
+        main = int(self.config[self.depth[0]])
+        if n >= main:
+            return self
+        cfg = dict(self.config)
+        cut = {}
+        for key in self.depth:
+            full = int(cfg[key])
+            cfg[key] = max(1, min(full, round(full * n / main)))
+            cut[key] = {"published": full, "used": cfg[key]}
+        return dataclasses.replace(self, config=cfg, layers_cut=cut)
+
+
+# ---- the published configs ------------------------------------------------------------------
+
+_SD15_UNET = dict(
+    # runwayml/stable-diffusion-v1-5, unet/config.json
+    sample_size=64, in_channels=4, out_channels=4, center_input_sample=False,
+    flip_sin_to_cos=True, freq_shift=0,
+    down_block_types=("CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D",
+                      "DownBlock2D"),
+    up_block_types=("UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D",
+                    "CrossAttnUpBlock2D"),
+    block_out_channels=(320, 640, 1280, 1280), layers_per_block=2, downsample_padding=1,
+    mid_block_scale_factor=1, act_fn="silu", norm_num_groups=32, norm_eps=1e-5,
+    cross_attention_dim=768,
+    # diffusers' legacy naming: for SD1.x "attention_head_dim" is the number of heads (8), so the
+    # head dims are 320/8=40, 640/8=80, 1280/8=160.
+    attention_head_dim=8,
+)
+
+_SDXL_UNET = dict(
+    # stabilityai/stable-diffusion-xl-base-1.0, unet/config.json
+    sample_size=128, in_channels=4, out_channels=4, center_input_sample=False,
+    flip_sin_to_cos=True, freq_shift=0,
+    down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+    mid_block_type="UNetMidBlock2DCrossAttn",
+    up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+    block_out_channels=(320, 640, 1280), layers_per_block=2, downsample_padding=1,
+    mid_block_scale_factor=1, act_fn="silu", norm_num_groups=32, norm_eps=1e-5,
+    cross_attention_dim=2048, transformer_layers_per_block=(1, 2, 10),
+    # heads per level (legacy naming, see SD1.5): 640/10 = 1280/20 = 64 = head dim everywhere.
+    attention_head_dim=(5, 10, 20), use_linear_projection=True,
+    addition_embed_type="text_time", addition_time_embed_dim=256,
+    projection_class_embeddings_input_dim=2816,  # 1280 (pooled text) + 6 * 256 (time ids)
+    upcast_attention=False,  # null in the JSON
+)
+
+_SD3_MEDIUM = dict(
+    # stabilityai/stable-diffusion-3-medium-diffusers, transformer/config.json
+    sample_size=128, patch_size=2, in_channels=16, out_channels=16, num_layers=24,
+    attention_head_dim=64, num_attention_heads=24, joint_attention_dim=4096,
+    caption_projection_dim=1536, pooled_projection_dim=2048, pos_embed_max_size=192,
+    dual_attention_layers=(), qk_norm=None,  # SD3.5's additions, absent from SD3-medium
+)
+
+_FLUX_DEV = dict(
+    # black-forest-labs/FLUX.1-dev, transformer/config.json
+    patch_size=1, in_channels=64, out_channels=None, num_layers=19, num_single_layers=38,
+    attention_head_dim=128, num_attention_heads=24, joint_attention_dim=4096,
+    pooled_projection_dim=768, guidance_embeds=True, axes_dims_rope=(16, 56, 56),
+)
+
+_WAN21_13B = dict(
+    # Wan-AI/Wan2.1-T2V-1.3B-Diffusers, transformer/config.json
+    patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
+    out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30,
+    cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, image_dim=None,
+    added_kv_proj_dim=None, rope_max_seq_len=1024,
+)
+
+_COGVIDEOX_2B = dict(
+    # THUDM/CogVideoX-2b, transformer/config.json (2B uses sin-cos position embeddings; RoPE is
+    # the 5B's)
+    num_attention_heads=30, attention_head_dim=64, in_channels=16, out_channels=16,
+    flip_sin_to_cos=True, freq_shift=0, time_embed_dim=512, text_embed_dim=4096, num_layers=30,
+    dropout=0.0, attention_bias=True, sample_width=90, sample_height=60, sample_frames=49,
+    patch_size=2, temporal_compression_ratio=4, max_text_seq_length=226,
+    activation_fn="gelu-approximate", timestep_activation_fn="silu",
+    norm_elementwise_affine=True, norm_eps=1e-5, spatial_interpolation_scale=1.875,
+    temporal_interpolation_scale=1.0, use_rotary_positional_embeddings=False,
+    use_learned_positional_embeddings=False,
+)
+
+
+def _flux(name: str, px: int) -> ModelSpec:
+    side = px // 16  # VAE /8, then 2x2 packing
+    n_img = side * side
+    return ModelSpec(
+        name=name, cls="FluxTransformer2DModel", config=_FLUX_DEV, dtype="bfloat16",
+        family="flux",
+        inputs=dict(batch=1, side=side, channels=64, text_tokens=512, text_dim=4096,
+                    pooled_dim=768, guidance=3.5),
+        description=f"FLUX.1-dev {px}x{px}, batch 1 (guidance-distilled, no CFG), "
+                    f"{n_img} image + 512 text tokens",
+        source="black-forest-labs/FLUX.1-dev transformer/config.json",
+        attention=f"19 double + 38 single blocks, joint self-attention over {n_img}+512 = "
+                  f"{n_img + 512} tokens, 24 heads x 128",
+        depth=("num_layers", "num_single_layers"))
+
+
+FULL: Dict[str, ModelSpec] = {
+    "sd15": ModelSpec(
+        name="sd15", cls="UNet2DConditionModel", config=_SD15_UNET, dtype="float16",
+        family="unet",
+        inputs=dict(batch=2, latent=(64, 64), channels=4, text_tokens=77, text_dim=768),
+        description="SD1.5 UNet, 512x512 (latent 64x64), CFG batch 2, 77 text tokens",
+        source="runwayml/stable-diffusion-v1-5 unet/config.json",
+        attention="16 transformer blocks: self-attention over 4096/1024/256/64 tokens "
+                  "(head dim 40/80/160/160, 8 heads) + cross-attention to 77 tokens"),
+    "sdxl": ModelSpec(
+        name="sdxl", cls="UNet2DConditionModel", config=_SDXL_UNET, dtype="float16",
+        family="unet",
+        inputs=dict(batch=2, latent=(128, 128), channels=4, text_tokens=77, text_dim=2048,
+                    text_embeds_dim=1280, time_ids=(1024, 1024, 0, 0, 1024, 1024)),
+        description="SDXL base UNet, 1024x1024 (latent 128x128), CFG batch 2, 77 text tokens",
+        source="stabilityai/stable-diffusion-xl-base-1.0 unet/config.json",
+        attention="70 transformer blocks: self-attention over 4096 tokens (10 heads x 64) and "
+                  "1024 tokens (20 heads x 64) + cross-attention to 77 tokens"),
+    "sd3": ModelSpec(
+        name="sd3", cls="SD3Transformer2DModel", config=_SD3_MEDIUM, dtype="bfloat16",
+        family="sd3",
+        inputs=dict(batch=2, latent=(128, 128), channels=16, text_tokens=333, text_dim=4096,
+                    pooled_dim=2048),
+        description="SD3-medium, 1024x1024 (latent 128x128 -> 4096 patches), CFG batch 2, "
+                    "333 text tokens (77 CLIP + 256 T5)",
+        source="stabilityai/stable-diffusion-3-medium-diffusers transformer/config.json",
+        attention="24 joint blocks: self-attention over 4096+333 = 4429 tokens, 24 heads x 64",
+        depth=("num_layers",)),
+    "flux1024": _flux("flux1024", 1024),
+    "flux2048": _flux("flux2048", 2048),
+    "wan": ModelSpec(
+        name="wan", cls="WanTransformer3DModel", config=_WAN21_13B, dtype="bfloat16",
+        family="wan",
+        inputs=dict(batch=2, channels=16, frames=21, latent=(60, 104), text_tokens=512,
+                    text_dim=4096),
+        description="Wan2.1-T2V-1.3B, 832x480 81 frames (latent 21x60x104 -> 32760 tokens), "
+                    "CFG batch 2, 512 text tokens",
+        source="Wan-AI/Wan2.1-T2V-1.3B-Diffusers transformer/config.json",
+        attention="30 blocks: self-attention over 32760 tokens + cross-attention to 512 tokens, "
+                  "12 heads x 128",
+        depth=("num_layers",)),
+    "cogvideox": ModelSpec(
+        name="cogvideox", cls="CogVideoXTransformer3DModel", config=_COGVIDEOX_2B,
+        dtype="bfloat16", family="cogvideox",
+        inputs=dict(batch=2, frames=13, channels=16, latent=(60, 90), text_tokens=226,
+                    text_dim=4096),
+        description="CogVideoX-2B, 720x480 49 frames (latent 13x60x90 -> 17550 tokens), "
+                    "CFG batch 2, 226 text tokens",
+        source="THUDM/CogVideoX-2b transformer/config.json",
+        attention="30 blocks: joint self-attention over 17550+226 = 17776 tokens, 30 heads x 64",
+        depth=("num_layers",)),
+}
+
+
+# ---- tiny versions for a CPU smoke test -------------------------------------------------------
+# Head dims stay multiples of 8 (int8attn's constraint) so int8attn really runs.
+
+def _tiny(spec: ModelSpec, config: Dict[str, Any], inputs: Dict[str, Any]) -> ModelSpec:
+    return dataclasses.replace(spec, config=config, inputs=inputs, dtype="float32",
+                               description="tiny " + spec.name + " (smoke test)",
+                               source="tiny variant of " + spec.source,
+                               attention="a few dozen tokens, head dim 16-32")
+
+
+TINY: Dict[str, ModelSpec] = {
+    "sd15": _tiny(FULL["sd15"], dict(
+        sample_size=16, in_channels=4, out_channels=4,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        block_out_channels=(32, 64), layers_per_block=1, norm_num_groups=8,
+        cross_attention_dim=32, attention_head_dim=2),
+        dict(batch=2, latent=(16, 16), channels=4, text_tokens=8, text_dim=32)),
+    "sdxl": _tiny(FULL["sdxl"], dict(
+        sample_size=16, in_channels=4, out_channels=4,
+        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+        up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"),
+        block_out_channels=(32, 64, 64), layers_per_block=1, norm_num_groups=8,
+        cross_attention_dim=32, transformer_layers_per_block=(1, 1, 2),
+        attention_head_dim=(2, 4, 4), use_linear_projection=True,
+        addition_embed_type="text_time", addition_time_embed_dim=8,
+        projection_class_embeddings_input_dim=32 + 6 * 8),
+        dict(batch=2, latent=(16, 16), channels=4, text_tokens=8, text_dim=32,
+             text_embeds_dim=32, time_ids=(128, 128, 0, 0, 128, 128))),
+    "sd3": _tiny(FULL["sd3"], dict(
+        sample_size=16, patch_size=2, in_channels=4, out_channels=4, num_layers=2,
+        attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
+        caption_projection_dim=32, pooled_projection_dim=16, pos_embed_max_size=16),
+        dict(batch=2, latent=(16, 16), channels=4, text_tokens=10, text_dim=32, pooled_dim=16)),
+    "flux1024": _tiny(FULL["flux1024"], dict(
+        patch_size=1, in_channels=16, num_layers=1, num_single_layers=2, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=16,
+        guidance_embeds=True, axes_dims_rope=(4, 6, 6)),
+        dict(batch=1, side=8, channels=16, text_tokens=8, text_dim=32, pooled_dim=16,
+             guidance=3.5)),
+    "flux2048": _tiny(FULL["flux2048"], dict(
+        patch_size=1, in_channels=16, num_layers=1, num_single_layers=2, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=16,
+        guidance_embeds=True, axes_dims_rope=(4, 6, 6)),
+        dict(batch=1, side=12, channels=16, text_tokens=8, text_dim=32, pooled_dim=16,
+             guidance=3.5)),
+    "wan": _tiny(FULL["wan"], dict(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
+        out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
+        cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64),
+        dict(batch=2, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_dim=32)),
+    "cogvideox": _tiny(FULL["cogvideox"], dict(
+        num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=4,
+        time_embed_dim=16, text_embed_dim=32, num_layers=2, sample_width=8, sample_height=8,
+        sample_frames=5, patch_size=2, max_text_seq_length=8),
+        dict(batch=2, frames=2, channels=4, latent=(8, 8), text_tokens=8, text_dim=32)),
+}
+
+MODEL_NAMES = tuple(FULL)
+
+
+# ---- one step's inputs ------------------------------------------------------------------------
+
+def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[str, Any]:
+    """The keyword arguments of one denoiser call of a sampler step (fixed random tensors, the
+    CFG batch stacked as pipelines do), plus ``return_dict=False``. Timesteps have the dtype the
+    pipelines pass: int64 from the UNet and CogVideoX schedulers, float32 from the flow-matching
+    ones (SD3, Flux as t/1000, Wan)."""
+    gen = torch.Generator().manual_seed(seed)
+    dtype = spec.torch_dtype
+    s = spec.inputs
+    b = s["batch"]
+
+    def randn(*shape: int) -> torch.Tensor:
+        # drawn on the CPU so every device sees the same numbers
+        return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+
+    text = randn(b, s["text_tokens"], s["text_dim"])
+    if spec.family == "unet":
+        h, w = s["latent"]
+        kw: Dict[str, Any] = dict(sample=randn(b, s["channels"], h, w),
+                                  timestep=torch.full((b,), 500, device=device,
+                                                      dtype=torch.long),
+                                  encoder_hidden_states=text)
+        if "text_embeds_dim" in s:  # SDXL's micro-conditioning
+            time_ids = torch.tensor([list(s["time_ids"])] * b, device=device, dtype=dtype)
+            kw["added_cond_kwargs"] = dict(text_embeds=randn(b, s["text_embeds_dim"]),
+                                           time_ids=time_ids)
+    elif spec.family == "sd3":
+        h, w = s["latent"]
+        kw = dict(hidden_states=randn(b, s["channels"], h, w), encoder_hidden_states=text,
+                  pooled_projections=randn(b, s["pooled_dim"]),
+                  timestep=torch.full((b,), 500.0, device=device))
+    elif spec.family == "flux":
+        side = s["side"]
+        kw = dict(hidden_states=randn(b, side * side, s["channels"]),
+                  encoder_hidden_states=text, pooled_projections=randn(b, s["pooled_dim"]),
+                  # the pipeline passes t / 1000 and the guidance scale; the model scales both
+                  timestep=torch.full((b,), 0.5, device=device),
+                  guidance=torch.full((b,), s["guidance"], device=device, dtype=torch.float32),
+                  img_ids=_flux_image_ids(side, device, dtype),
+                  txt_ids=torch.zeros(s["text_tokens"], 3, device=device, dtype=dtype))
+    elif spec.family == "wan":
+        h, w = s["latent"]
+        kw = dict(hidden_states=randn(b, s["channels"], s["frames"], h, w),
+                  timestep=torch.full((b,), 500.0, device=device),
+                  encoder_hidden_states=text)
+    elif spec.family == "cogvideox":
+        h, w = s["latent"]
+        kw = dict(hidden_states=randn(b, s["frames"], s["channels"], h, w),
+                  encoder_hidden_states=text,
+                  timestep=torch.full((b,), 500, device=device, dtype=torch.long))
+    else:  # pragma: no cover - table error
+        raise ValueError(f"unknown family {spec.family!r}")
+    kw["return_dict"] = False
+    return kw
+
+
+def _flux_image_ids(side: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """Flux's packed-latent position ids: [side*side, 3] = (0, row, column), as the pipeline
+    builds them."""
+    ids = torch.zeros(side, side, 3)
+    ids[..., 1] = torch.arange(side)[:, None]
+    ids[..., 2] = torch.arange(side)[None, :]
+    return ids.reshape(side * side, 3).to(device=device, dtype=dtype)
