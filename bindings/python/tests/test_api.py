@@ -346,3 +346,18 @@ def test_quantize_multiplier_and_nhd(rng):
     xt = x.transpose(0, 2, 1, 3)
     np.testing.assert_allclose(scales[0, 0, 0], 0.5 * np.abs(xt[0, 0, :64]).max() / 127,
                                rtol=1e-5)
+
+
+def test_read_only_output_is_rejected_and_untouched(rng, tmp_path):
+    q = randn(rng, 1, 2, 16, 32)
+    blob = bytes(np.full(q.size, 7.0, dtype=np.float32).tobytes())
+    out = np.frombuffer(blob, dtype=np.float32).reshape(q.shape)  # a view of immutable bytes
+    with pytest.raises(ValueError, match="out: the array is read-only"):
+        int8attn.attention(q, q, q, out=out)
+    assert blob == np.full(q.size, 7.0, dtype=np.float32).tobytes()
+    path = tmp_path / "out.bin"
+    np.full(q.shape, 7.0, dtype=np.float32).tofile(path)
+    mm = np.memmap(path, dtype=np.float32, mode="r", shape=q.shape)
+    with pytest.raises(ValueError, match="read-only"):
+        int8attn.attention(q, q, q, out=mm)
+    assert bool((np.fromfile(path, dtype=np.float32) == 7.0).all())

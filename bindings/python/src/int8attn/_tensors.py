@@ -147,6 +147,9 @@ def _from_numpy(x: Any, name: str, allow_copy: bool) -> View:
                         "(use float16 or float32; bfloat16 needs torch or ml_dtypes)")
     keep = []
     item = x.dtype.itemsize
+    if not allow_copy and not x.flags.writeable:  # an output: the library would write into it
+        raise ValueError(f"{name}: the array is read-only (flags.writeable is False: a "
+                         "read-only memmap, a view of bytes, ...); outputs must be writable")
     if any(s < 0 or s % item for s in x.strides) or not x.dtype.isnative:
         if not allow_copy:
             raise ValueError(f"{name}: output arrays need native byte order and non-negative "
