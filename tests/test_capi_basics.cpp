@@ -194,6 +194,26 @@ TEST(Context, CreateErrors) {
   EXPECT_EQ(ctx, nullptr) << "the out-parameter is cleared on failure";
   EXPECT_NE(std::string(int8attn_last_error()).find("params: struct_size is 4"), std::string::npos);
 
+  // A garbage struct_size is refused without reading past the caller's struct (a scan of the
+  // "unknown fields" up to 4 GiB would run off the end of it).
+  int8attn_context_params_init(&p);
+  p.struct_size = 0xFFFFFFFFu;
+  EXPECT_EQ(int8attn_context_create(&ctx, &p), INT8ATTN_ERROR_BAD_STRUCT_SIZE);
+  EXPECT_NE(std::string(int8attn_last_error()).find("struct_size is 4294967295"),
+            std::string::npos)
+      << int8attn_last_error();
+  // A newer header's larger struct with its unknown tail zero is accepted.
+  struct {
+    int8attn_context_params_t params;
+    unsigned char tail[64];
+  } newer = {};
+  int8attn_context_params_init(&newer.params);
+  newer.params.struct_size = sizeof newer;
+  ASSERT_EQ(int8attn_context_create(&ctx, &newer.params), INT8ATTN_OK) << int8attn_last_error();
+  int8attn_context_destroy(ctx);
+  newer.tail[63] = 1;
+  EXPECT_EQ(int8attn_context_create(&ctx, &newer.params), INT8ATTN_ERROR_NOT_SUPPORTED);
+
   int8attn_context_params_init(&p);
   p.num_threads = -2;
   EXPECT_EQ(int8attn_context_create(&ctx, &p), INT8ATTN_ERROR_BAD_VALUE);

@@ -80,9 +80,15 @@ void check_sm_scale(float s, const char* name);
 void check_multiplier(float m, const char* name);
 int32_t resolve_granularity(int32_t g, int32_t def, const char* name);
 
+// How much a parameter struct of a newer header may exceed the one this library knows: the
+// unknown tail is read (it must be zero), so a garbage struct_size must not send that read
+// gigabytes past the caller's struct.
+constexpr uint32_t kMaxStructGrowth = 1024;
+
 // Copy a caller's params struct of type T into `out` (already holding the defaults), checking
-// struct_size: smaller than sizeof(T) -> BAD_STRUCT_SIZE; larger is accepted (a newer header)
-// only when the extra bytes are all zero (fields this library does not know are unset).
+// struct_size: smaller than sizeof(T), or more than kMaxStructGrowth bytes larger ->
+// BAD_STRUCT_SIZE; larger is accepted (a newer header) only when the extra bytes are all zero
+// (fields this library does not know are unset).
 template <class T>
 void copy_params(T& out, const T* in, const char* name) {
   if (!in) return;
@@ -91,6 +97,13 @@ void copy_params(T& out, const T* in, const char* name) {
                 std::string(name) + ": struct_size is " + std::to_string(in->struct_size) +
                     " but this library needs at least " + std::to_string(sizeof(T)) +
                     " (call the _init function before setting fields)");
+  }
+  if (in->struct_size - sizeof(T) > kMaxStructGrowth) {
+    throw Error(INT8ATTN_ERROR_BAD_STRUCT_SIZE,
+                std::string(name) + ": struct_size is " + std::to_string(in->struct_size) +
+                    "; this library's struct has " + std::to_string(sizeof(T)) +
+                    " bytes and accepts at most " + std::to_string(kMaxStructGrowth) +
+                    " more from a newer header (call the _init function before setting fields)");
   }
   if (in->struct_size > sizeof(T)) {
     const unsigned char* extra = reinterpret_cast<const unsigned char*>(in) + sizeof(T);
