@@ -2,6 +2,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "capi_fixture.h"
 
@@ -245,6 +246,41 @@ TEST(Context, CreateWithDefaultsAndUse) {
             INT8ATTN_ERROR_NULL_POINTER);
   EXPECT_EQ(int8attn_synchronize(nullptr, nullptr), INT8ATTN_ERROR_NULL_POINTER);
   int8attn_context_destroy(ctx);
+}
+
+// Concurrent use of one context is documented as unsupported, but the lazy creation of its
+// backends must not race when several threads touch a fresh context at once: the race was a
+// double creation, one thread keeping a backend another thread's assignment destroyed (heap
+// corruption; a hang under TSan). Backend creation alone is exercised here
+// (int8attn_context_reserve_workspace with 0 bytes creates the backend and nothing else), then
+// one call checks the context works.
+TEST(Context, FirstUseFromSeveralThreads) {
+  const std::vector<int64_t> shape = {1, 2, 32, 16};
+  capi::Buffer q(capi::numel(shape) * 4), o(capi::numel(shape) * 4);
+  capi::fill_pattern(q.as<float>(), capi::numel(shape), 3);
+  const int8attn_tensor_t tq = capi::make_tensor(q.base, INT8ATTN_DTYPE_F32, shape);
+  const int8attn_tensor_t to = capi::make_tensor(o.base, INT8ATTN_DTYPE_F32, shape);
+  constexpr int kThreads = 8, kRounds = 30;
+  for (int round = 0; round < kRounds; ++round) {
+    int8attn_context_params_t cp;
+    int8attn_context_params_init(&cp);
+    cp.num_threads = 2;
+    int8attn_context_t* ctx = nullptr;
+    ASSERT_EQ(int8attn_context_create(&ctx, &cp), INT8ATTN_OK) << int8attn_last_error();
+    std::vector<int8attn_status_t> status(kThreads, INT8ATTN_ERROR_INTERNAL);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        status[t] = int8attn_context_reserve_workspace(ctx, INT8ATTN_DEVICE_CPU, 0);
+      });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(status[t], INT8ATTN_OK) << "thread " << t;
+    int8attn_forward_params_t p;
+    int8attn_forward_params_init(&p);
+    p.mode = INT8ATTN_MODE_EXACT;
+    EXPECT_EQ(int8attn_forward(ctx, &tq, &tq, &tq, &to, &p), INT8ATTN_OK) << int8attn_last_error();
+    int8attn_context_destroy(ctx);
+  }
 }
 
 TEST(Tensor, InitContiguous) {

@@ -31,6 +31,7 @@ Context::~Context() {
 }
 
 Backend& Context::backend(int32_t device_type, const char* what) {
+  std::lock_guard<std::mutex> lock(create_mu_);
   if (device_type == INT8ATTN_DEVICE_CPU) {
     if (!cpu_) cpu_ = make_cpu_backend(num_threads_);
     return *cpu_;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "core/backend.h"
 #include "core/problem.h"
@@ -37,6 +38,9 @@ class Context {
  private:
   int32_t device_id_;
   int32_t num_threads_;
+  // Serialises the lazy creation of the backends: concurrent calls on one context are not
+  // supported, but several threads' first calls must not create a backend twice.
+  std::mutex create_mu_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<Backend> cuda_;
 };
