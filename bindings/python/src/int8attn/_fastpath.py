@@ -126,12 +126,8 @@ def forward(q: Any, k: Any, v: Any, out: Any, mode: int, causal: bool,
     status = _forward_fn(_context_handle(dev if dev >= 0 else 0), r[0], r[1], r[2], r[3],
                          s.params_ref)
     if status != L.OK:
-        _raise(status)
+        L.check(status, "int8attn_forward", _RENAMES)
     return True
 
 
-def _raise(status: int) -> None:
-    message = L.last_error() or L.status_string(status)
-    if message.startswith("o:") or message.startswith("o "):
-        message = "out" + message[1:]
-    raise L.error_class(status)(status, message, "int8attn_forward")
+_RENAMES = {"o": "out"}  # the C API's argument names -> the Python ones, in error messages

@@ -440,27 +440,22 @@ def last_error() -> str:
     return s.decode("utf-8", "replace") if s else ""
 
 
-def check(status: int, function: str = "") -> None:
-    """Raise the exception matching ``status`` (with the library's last error) unless it is OK."""
-    if status == OK:
-        return
-    message = last_error() or status_string(status)
-    raise error_class(status)(status, message, function)
-
-
-def call(name: str, *args: Any, renames: Optional[dict] = None) -> None:
-    """Call a status-returning function and raise on failure.
+def check(status: int, function: str = "", renames: Optional[dict] = None) -> None:
+    """Raise the exception matching ``status`` (with the library's last error) unless it is OK.
 
     ``renames`` maps the C API's argument names to the Python ones (``{"o": "out"}``): the
     library's message names the argument it rejects, and a Python caller should read the name
     they passed."""
-    status = getattr(lib(), name)(*args)
-    if status == OK or not renames:
-        check(status, name)
+    if status == OK:
         return
     message = last_error() or status_string(status)
-    for c_name, py_name in renames.items():
+    for c_name, py_name in (renames or {}).items():
         if message.startswith(c_name + ":") or message.startswith(c_name + " "):
             message = py_name + message[len(c_name):]
             break
-    raise error_class(status)(status, message, name)
+    raise error_class(status)(status, message, function)
+
+
+def call(name: str, *args: Any, renames: Optional[dict] = None) -> None:
+    """Call a status-returning function and raise on failure (see :func:`check`)."""
+    check(getattr(lib(), name)(*args), name, renames)
