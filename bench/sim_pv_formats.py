@@ -5,7 +5,7 @@ FAST's rel-L1 floor (0.036-0.039 on Gaussian inputs against the bar's 0.03) come
 from Q·Kᵀ: BALANCED, with the same INT8 Q·Kᵀ and fp16 P·V, measures 0.008-0.0095. This script
 takes the exact softmax probabilities P of a float64 reference and rounds only P and V, in the
 formats a P·V tensor-core MMA can take, so the floor of each format and the candidates for
-closing the gap can be compared before any kernel is written (cuda/NOTES.md run 48):
+closing the gap can be compared before any kernel is written:
 
   fp16 P, fp16 V           BALANCED (P in [0, 1], V centred and scaled per channel)
   E4M3 P, E4M3 V           FAST as specified (P scaled by 448, V per-channel scales)

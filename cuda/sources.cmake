@@ -1,7 +1,10 @@
 # The CUDA backend, included from the top-level CMakeLists.txt when INT8ATTN_ENABLE_CUDA is ON.
-# Arch-independent kernels and host code (cuda/kernels, cuda/host) are compiled for every
-# architecture in INT8ATTN_CUDA_ARCHS; cuda/smXX/*.cu only for their own architecture, so each
-# architecture's instantiations live in their own translation units (and compile in parallel).
+# Layout: cuda/common holds what every architecture's kernels share (device helpers, the
+# generic mma.sync attention kernel template, K/V preparation, combine, block mask, quantize)
+# and cuda/host the backend's host code (planning, dispatch, K/V cache); both are compiled for
+# every architecture in INT8ATTN_CUDA_ARCHS. cuda/smXX/*.cu hold one architecture's kernel
+# instantiations (and Hopper's own kernels in cuda/sm90) and compile only for it. Device code
+# includes only include/, src/common/ and cuda/{common,smXX}/, never host code.
 find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
@@ -16,7 +19,7 @@ foreach(arch ${INT8ATTN_CUDA_ARCHS})
 endforeach()
 
 file(GLOB _int8attn_cuda_common CONFIGURE_DEPENDS
-     ${PROJECT_SOURCE_DIR}/cuda/kernels/*.cu ${PROJECT_SOURCE_DIR}/cuda/host/*.cu)
+     ${PROJECT_SOURCE_DIR}/cuda/common/*.cu ${PROJECT_SOURCE_DIR}/cuda/host/*.cu)
 target_sources(int8attn PRIVATE ${_int8attn_cuda_common})
 set_source_files_properties(${_int8attn_cuda_common} PROPERTIES
   COMPILE_OPTIONS "${_int8attn_all_gencode}")

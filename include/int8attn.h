@@ -89,28 +89,28 @@ typedef int32_t int8attn_status_t;
 /** @brief Status values, grouped by kind: 1xx invalid argument, 2xx not supported,
  *  3xx device/runtime, 9xx internal. */
 enum int8attn_status_values {
-  INT8ATTN_OK = 0,                            /**< Success. */
-  INT8ATTN_ERROR_INVALID_ARGUMENT = 100,      /**< An argument is invalid (generic). */
-  INT8ATTN_ERROR_NULL_POINTER = 101,          /**< A required pointer is NULL. */
-  INT8ATTN_ERROR_BAD_SHAPE = 102,             /**< Wrong rank, mismatched or non-positive sizes. */
-  INT8ATTN_ERROR_BAD_STRIDE = 103,            /**< Negative, overlapping or unsupported strides. */
-  INT8ATTN_ERROR_BAD_DTYPE = 104,             /**< Unknown dtype, or dtypes that do not match. */
-  INT8ATTN_ERROR_MISALIGNED = 105,            /**< A data pointer is not aligned to its element. */
-  INT8ATTN_ERROR_BAD_STRUCT_SIZE = 106,       /**< struct_size smaller than the first version. */
-  INT8ATTN_ERROR_ALIASING = 107,              /**< An output overlaps an input. */
-  INT8ATTN_ERROR_BAD_DEVICE = 108,            /**< Unknown device, or tensors on different devices. */
-  INT8ATTN_ERROR_SIZE_OVERFLOW = 109,         /**< A size or byte count overflows 64-bit/int32 indexing. */
-  INT8ATTN_ERROR_CAPACITY_EXCEEDED = 110,     /**< A K/V cache would grow past its capacity. */
-  INT8ATTN_ERROR_WORKSPACE_TOO_SMALL = 111,   /**< The caller's workspace is smaller than required. */
-  INT8ATTN_ERROR_BAD_VALUE = 112,             /**< A scalar parameter is out of range (NaN scale, …). */
-  INT8ATTN_ERROR_NOT_SUPPORTED = 200,         /**< The request is valid but not supported (generic). */
-  INT8ATTN_ERROR_UNSUPPORTED_ARCH = 201,      /**< The GPU architecture has no kernel in this build. */
-  INT8ATTN_ERROR_UNSUPPORTED_HEAD_DIM = 202,  /**< Head dim not a multiple of 8 in [8, 256]. */
-  INT8ATTN_ERROR_UNSUPPORTED_MODE = 203,      /**< Unknown precision mode, or not available here. */
-  INT8ATTN_ERROR_BACKEND_UNAVAILABLE = 204,   /**< E.g. CUDA tensors but the build has no CUDA. */
-  INT8ATTN_ERROR_DEVICE = 300,                /**< A CUDA runtime/driver call failed. */
-  INT8ATTN_ERROR_OUT_OF_MEMORY = 301,         /**< Host or device allocation failed. */
-  INT8ATTN_ERROR_INTERNAL = 900               /**< A bug in int8attn; please report it. */
+  INT8ATTN_OK = 0,                           /**< Success. */
+  INT8ATTN_ERROR_INVALID_ARGUMENT = 100,     /**< An argument is invalid (generic). */
+  INT8ATTN_ERROR_NULL_POINTER = 101,         /**< A required pointer is NULL. */
+  INT8ATTN_ERROR_BAD_SHAPE = 102,            /**< Wrong rank, mismatched or non-positive sizes. */
+  INT8ATTN_ERROR_BAD_STRIDE = 103,           /**< Negative, overlapping or unsupported strides. */
+  INT8ATTN_ERROR_BAD_DTYPE = 104,            /**< Unknown dtype, or dtypes that do not match. */
+  INT8ATTN_ERROR_MISALIGNED = 105,           /**< A data pointer is not aligned to its element. */
+  INT8ATTN_ERROR_BAD_STRUCT_SIZE = 106,      /**< struct_size smaller than the first version. */
+  INT8ATTN_ERROR_ALIASING = 107,             /**< An output overlaps an input. */
+  INT8ATTN_ERROR_BAD_DEVICE = 108,           /**< Unknown device, or mixed devices. */
+  INT8ATTN_ERROR_SIZE_OVERFLOW = 109,        /**< A size overflows 64-bit/int32 indexing. */
+  INT8ATTN_ERROR_CAPACITY_EXCEEDED = 110,    /**< A K/V cache would grow past its capacity. */
+  INT8ATTN_ERROR_WORKSPACE_TOO_SMALL = 111,  /**< The caller's workspace is too small. */
+  INT8ATTN_ERROR_BAD_VALUE = 112,            /**< A scalar is out of range (NaN scale, …). */
+  INT8ATTN_ERROR_NOT_SUPPORTED = 200,        /**< Valid but not supported (generic). */
+  INT8ATTN_ERROR_UNSUPPORTED_ARCH = 201,     /**< No kernels for this GPU in this build. */
+  INT8ATTN_ERROR_UNSUPPORTED_HEAD_DIM = 202, /**< Head dim not a multiple of 8 in [8, 256]. */
+  INT8ATTN_ERROR_UNSUPPORTED_MODE = 203,     /**< Unknown precision mode, or not available here. */
+  INT8ATTN_ERROR_BACKEND_UNAVAILABLE = 204,  /**< E.g. CUDA tensors but the build has no CUDA. */
+  INT8ATTN_ERROR_DEVICE = 300,               /**< A CUDA runtime/driver call failed. */
+  INT8ATTN_ERROR_OUT_OF_MEMORY = 301,        /**< Host or device allocation failed. */
+  INT8ATTN_ERROR_INTERNAL = 900              /**< A bug in int8attn; please report it. */
 };
 
 /**
@@ -149,12 +149,12 @@ INT8ATTN_API uint32_t int8attn_abi_version(void);
 
 /** @brief Feature bits returned by int8attn_features(). */
 enum int8attn_feature_bits {
-  INT8ATTN_FEATURE_CPU = 1u << 0,         /**< The CPU backend (always present). */
-  INT8ATTN_FEATURE_CUDA = 1u << 1,        /**< The CUDA backend is compiled in. */
-  INT8ATTN_FEATURE_SM80 = 1u << 2,        /**< Kernels for sm80/sm86 (INT8 mma.sync). */
-  INT8ATTN_FEATURE_SM89 = 1u << 3,        /**< Kernels for sm89 (INT8 + FP8 mma.sync). */
-  INT8ATTN_FEATURE_SM90A = 1u << 4,       /**< Kernels for sm90a (Hopper). */
-  INT8ATTN_FEATURE_CPU_SIMD = 1u << 5     /**< The CPU backend was built with vector int8 dots. */
+  INT8ATTN_FEATURE_CPU = 1u << 0,     /**< The CPU backend (always present). */
+  INT8ATTN_FEATURE_CUDA = 1u << 1,    /**< The CUDA backend is compiled in. */
+  INT8ATTN_FEATURE_SM80 = 1u << 2,    /**< Kernels for sm80/sm86 (INT8 mma.sync). */
+  INT8ATTN_FEATURE_SM89 = 1u << 3,    /**< Kernels for sm89 (INT8 + FP8 mma.sync). */
+  INT8ATTN_FEATURE_SM90A = 1u << 4,   /**< Kernels for sm90a (Hopper). */
+  INT8ATTN_FEATURE_CPU_SIMD = 1u << 5 /**< The CPU backend was built with vector int8 dots. */
 };
 
 /** @brief Which backends and GPU architectures this build contains.
@@ -187,23 +187,34 @@ INT8ATTN_API int8attn_status_t int8attn_device_describe(char* buffer, size_t buf
 
 /** @brief Element types (`int8attn_tensor_t::dtype`). */
 enum int8attn_dtype_values {
-  INT8ATTN_DTYPE_F16 = 1,       /**< IEEE binary16. */
-  INT8ATTN_DTYPE_BF16 = 2,      /**< bfloat16. */
-  INT8ATTN_DTYPE_F32 = 3,       /**< IEEE binary32 (CPU attention, scales, LSE). */
-  INT8ATTN_DTYPE_I8 = 4,        /**< int8 (quantized data). */
-  INT8ATTN_DTYPE_I32 = 5,       /**< int32 (valid lengths). */
-  INT8ATTN_DTYPE_U8 = 6,        /**< uint8 (block masks: 0 = skip, nonzero = keep). */
-  INT8ATTN_DTYPE_FP8_E4M3 = 7   /**< FP8 E4M3 (quantized V). */
+  INT8ATTN_DTYPE_F16 = 1,     /**< IEEE binary16. */
+  INT8ATTN_DTYPE_BF16 = 2,    /**< bfloat16. */
+  INT8ATTN_DTYPE_F32 = 3,     /**< IEEE binary32 (CPU attention, scales, LSE). */
+  INT8ATTN_DTYPE_I8 = 4,      /**< int8 (quantized data). */
+  INT8ATTN_DTYPE_I32 = 5,     /**< int32 (valid lengths). */
+  INT8ATTN_DTYPE_U8 = 6,      /**< uint8 (block masks: 0 = skip, nonzero = keep). */
+  INT8ATTN_DTYPE_FP8_E4M3 = 7 /**< FP8 E4M3 (quantized V). */
 };
 
 /** @brief Device types (`int8attn_tensor_t::device_type`), numbered as in DLPack. */
 enum int8attn_device_values {
-  INT8ATTN_DEVICE_CPU = 1,      /**< Host memory. */
-  INT8ATTN_DEVICE_CUDA = 2      /**< CUDA device memory (device_id selects the GPU). */
+  INT8ATTN_DEVICE_CPU = 1, /**< Host memory. */
+  INT8ATTN_DEVICE_CUDA = 2 /**< CUDA device memory (device_id selects the GPU). */
 };
 
 /** @brief Largest rank of a tensor descriptor. */
 #define INT8ATTN_MAX_RANK 6
+
+/** @brief Tokens per scale with ::INT8ATTN_GRANULARITY_PER_BLOCK: a head of N tokens has
+ *  ⌈N / INT8ATTN_QUANT_BLOCK⌉ scales (int8attn_quantize's `scales` [B, H, ⌈N/64⌉]). */
+#define INT8ATTN_QUANT_BLOCK 64
+/** @brief Default query rows and keys per block-mask block (`mask_q_block`, `mask_k_block`,
+ *  and int8attn_mask_params_t's `q_block`, `k_block`); a mask over Nq queries and Nk keys has
+ *  ⌈Nq/q_block⌉ × ⌈Nk/k_block⌉ blocks per head. */
+#define INT8ATTN_MASK_Q_BLOCK_DEFAULT 128
+#define INT8ATTN_MASK_K_BLOCK_DEFAULT 64
+/** @brief Largest head dim (head dims are multiples of 8 in [8, INT8ATTN_MAX_HEAD_DIM]). */
+#define INT8ATTN_MAX_HEAD_DIM 256
 
 /**
  * @brief A strided view of caller-owned memory (DLPack semantics, blittable).
@@ -214,13 +225,13 @@ enum int8attn_device_values {
  * strides (e.g. shape [B,H,N,D] with strides [N·H·D, D, H·D, 1]).
  */
 typedef struct int8attn_tensor_t {
-  void* data;                          /**< First element; caller-owned. */
-  int32_t device_type;                 /**< ::INT8ATTN_DEVICE_CPU or ::INT8ATTN_DEVICE_CUDA. */
-  int32_t device_id;                   /**< CUDA device index; 0 for the CPU. */
-  int32_t dtype;                       /**< An ::int8attn_dtype_values value. */
-  int32_t rank;                        /**< Number of dimensions, 1..::INT8ATTN_MAX_RANK. */
-  int64_t shape[INT8ATTN_MAX_RANK];    /**< Size of each dimension. */
-  int64_t strides[INT8ATTN_MAX_RANK];  /**< Stride of each dimension, in elements. */
+  void* data;                         /**< First element; caller-owned. */
+  int32_t device_type;                /**< ::INT8ATTN_DEVICE_CPU or ::INT8ATTN_DEVICE_CUDA. */
+  int32_t device_id;                  /**< CUDA device index; 0 for the CPU. */
+  int32_t dtype;                      /**< An ::int8attn_dtype_values value. */
+  int32_t rank;                       /**< Number of dimensions, 1..::INT8ATTN_MAX_RANK. */
+  int64_t shape[INT8ATTN_MAX_RANK];   /**< Size of each dimension. */
+  int64_t strides[INT8ATTN_MAX_RANK]; /**< Stride of each dimension, in elements. */
 } int8attn_tensor_t;
 
 /**
@@ -249,11 +260,11 @@ typedef struct int8attn_context int8attn_context_t;
 
 /** @brief Parameters of int8attn_context_create(). */
 typedef struct int8attn_context_params_t {
-  uint32_t struct_size;     /**< sizeof(int8attn_context_params_t); set by the init function. */
-  int32_t device_id;        /**< CUDA device this context serves (default 0); CPU calls ignore it. */
-  int32_t num_threads;      /**< CPU worker threads; 0 (default) = all hardware threads. */
-  int32_t reserved0;        /**< Must be 0. */
-  uint64_t workspace_bytes; /**< Device workspace to allocate up front (default 0 = on first use). */
+  uint32_t struct_size; /**< sizeof(int8attn_context_params_t); set by the init function. */
+  int32_t device_id;    /**< CUDA device this context serves (default 0); CPU calls ignore it. */
+  int32_t num_threads;  /**< CPU worker threads; 0 (default) = all hardware threads. */
+  int32_t reserved0;    /**< Must be 0. */
+  uint64_t workspace_bytes; /**< Device workspace allocated up front (0, default: on first use). */
 } int8attn_context_params_t;
 
 /** @brief Set @p params to the defaults (and its struct_size).
@@ -344,18 +355,18 @@ typedef struct int8attn_policy int8attn_policy_t;
 
 /** @brief Parameters of int8attn_policy_create(). */
 typedef struct int8attn_policy_params_t {
-  uint32_t struct_size;        /**< sizeof(int8attn_policy_params_t); set by the init function. */
-  int32_t num_timesteps;       /**< Number of sampler steps T (timesteps are 0..T-1), or 0 when
+  uint32_t struct_size;   /**< sizeof(int8attn_policy_params_t); set by the init function. */
+  int32_t num_timesteps;  /**< Number of sampler steps T (timesteps are 0..T-1), or 0 when
                                     @p sigmas is given (then T = num_sigmas). */
-  const float* sigmas;         /**< Optional noise schedule, one sigma per step (copied). */
-  int32_t num_sigmas;          /**< Length of @p sigmas. */
-  int32_t default_mode;        /**< Mode for ordinary steps (default ::INT8ATTN_MODE_FAST). */
-  int32_t edge_mode;           /**< Mode for the protected first/last steps (default EXACT). */
-  int32_t num_first_edge;      /**< First steps run in edge_mode (default 1). */
-  int32_t num_last_edge;       /**< Last steps run in edge_mode (default 1). */
-  float sigma_edge_above;      /**< With sigmas: steps with sigma ≥ this also use edge_mode
+  const float* sigmas;    /**< Optional noise schedule, one sigma per step (copied). */
+  int32_t num_sigmas;     /**< Length of @p sigmas. */
+  int32_t default_mode;   /**< Mode for ordinary steps (default ::INT8ATTN_MODE_FAST). */
+  int32_t edge_mode;      /**< Mode for the protected first/last steps (default EXACT). */
+  int32_t num_first_edge; /**< First steps run in edge_mode (default 1). */
+  int32_t num_last_edge;  /**< Last steps run in edge_mode (default 1). */
+  float sigma_edge_above; /**< With sigmas: steps with sigma ≥ this also use edge_mode
                                     (default +inf: off). */
-  float sigma_edge_below;      /**< With sigmas: steps with sigma ≤ this also use edge_mode
+  float sigma_edge_below; /**< With sigmas: steps with sigma ≤ this also use edge_mode
                                     (default 0: off). */
   const float* scale_multipliers; /**< Optional per-step multipliers in (0, 1] of the INT8 scales
                                        (the seeds' LUT, length T, copied): values below 1 clip the
@@ -389,8 +400,8 @@ INT8ATTN_API void int8attn_policy_destroy(int8attn_policy_t* policy);
  * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_BAD_VALUE,
  *         ::INT8ATTN_ERROR_UNSUPPORTED_MODE.
  */
-INT8ATTN_API int8attn_status_t int8attn_policy_set_mode(int8attn_policy_t* policy,
-                                                        int32_t timestep, int32_t mode);
+INT8ATTN_API int8attn_status_t int8attn_policy_set_mode(int8attn_policy_t* policy, int32_t timestep,
+                                                        int32_t mode);
 
 /**
  * @brief What the policy decides for one step.
@@ -426,28 +437,28 @@ INT8ATTN_API int8attn_status_t int8attn_policy_num_timesteps(int32_t* num_timest
  * A row with no visible key gets O = 0 and LSE = −inf.
  */
 typedef struct int8attn_forward_params_t {
-  uint32_t struct_size;     /**< sizeof(int8attn_forward_params_t); set by the init function. */
-  int32_t mode;             /**< ::int8attn_mode_values; default ::INT8ATTN_MODE_DEFAULT. */
-  float sm_scale;           /**< Softmax scale; 0 (default) = 1/sqrt(D). Must be finite. */
-  int32_t causal;           /**< Nonzero: causal mask (see above). Default 0. */
-  int32_t q_granularity;    /**< ::int8attn_granularity_values for Q; default per token. */
-  int32_t k_granularity;    /**< ::int8attn_granularity_values for K; default per token. */
-  uint32_t flags;           /**< ::int8attn_flag_values; default 0 (= SMOOTH_K | SMOOTH_V |
+  uint32_t struct_size;   /**< sizeof(int8attn_forward_params_t); set by the init function. */
+  int32_t mode;           /**< ::int8attn_mode_values; default ::INT8ATTN_MODE_DEFAULT. */
+  float sm_scale;         /**< Softmax scale; 0 (default) = 1/sqrt(D). Must be finite. */
+  int32_t causal;         /**< Nonzero: causal mask (see above). Default 0. */
+  int32_t q_granularity;  /**< ::int8attn_granularity_values for Q; default per token. */
+  int32_t k_granularity;  /**< ::int8attn_granularity_values for K; default per token. */
+  uint32_t flags;         /**< ::int8attn_flag_values; default 0 (= SMOOTH_K | SMOOTH_V |
                                  BALANCE_CHANNELS; a cache forward: SMOOTH_K | SMOOTH_V). */
-  float scale_multiplier;   /**< Multiplier in (0, 1] of the INT8 scales; default 1. A policy's
+  float scale_multiplier; /**< Multiplier in (0, 1] of the INT8 scales; default 1. A policy's
                                  multiplier for the timestep is applied on top of it. */
   const int8attn_tensor_t* k_lengths;  /**< Optional int32 [B] valid key lengths (same device as
                                             Q), each in [0, Nk]. NULL = all Nk keys. */
   const int8attn_tensor_t* block_mask; /**< Optional uint8 [B or 1, Hq or 1, ⌈Nq/q_block⌉,
                                             ⌈Nk/k_block⌉] (size-1 dims broadcast). NULL = dense. */
-  int32_t mask_q_block;     /**< Query rows per mask block; default 128. */
-  int32_t mask_k_block;     /**< Keys per mask block; default 64. */
-  const int8attn_tensor_t* lse; /**< Optional float32 [B, Hq, Nq] output: natural-log
+  int32_t mask_q_block;                /**< Query rows per mask block; default 128. */
+  int32_t mask_k_block;                /**< Keys per mask block; default 64. */
+  const int8attn_tensor_t* lse;        /**< Optional float32 [B, Hq, Nq] output: natural-log
                                      log-sum-exp of the scaled scores of each row. The struct
                                      is const, the memory it points to is written. */
-  const int8attn_policy_t* policy; /**< Optional timestep policy (not owned). */
-  int32_t timestep;         /**< Step index for @p policy; ignored without a policy. */
-  int32_t reserved0;        /**< Must be 0. */
+  const int8attn_policy_t* policy;     /**< Optional timestep policy (not owned). */
+  int32_t timestep;                    /**< Step index for @p policy; ignored without a policy. */
+  int32_t reserved0;                   /**< Must be 0. */
   void* workspace;          /**< Optional caller workspace on the tensors' device; NULL = the
                                  context's own (grown on demand). */
   uint64_t workspace_bytes; /**< Size of @p workspace. */
@@ -505,11 +516,11 @@ INT8ATTN_API int8attn_status_t int8attn_forward_workspace_size(
 
 /** @brief Options of int8attn_quantize(). */
 typedef struct int8attn_quantize_params_t {
-  uint32_t struct_size;    /**< sizeof(int8attn_quantize_params_t); set by the init function. */
-  int32_t granularity;     /**< ::INT8ATTN_GRANULARITY_PER_BLOCK (64 tokens, default) or PER_TOKEN. */
-  int32_t smooth;          /**< Nonzero: subtract the per-channel mean over tokens first. Default 0. */
-  float scale_multiplier;  /**< In (0, 1]; default 1. */
-  void* stream;            /**< cudaStream_t for GPU tensors. */
+  uint32_t struct_size; /**< sizeof(int8attn_quantize_params_t); set by the init function. */
+  int32_t granularity;  /**< ::INT8ATTN_GRANULARITY_PER_BLOCK (64 tokens, default) or PER_TOKEN. */
+  int32_t smooth;       /**< Nonzero: subtract the per-channel mean over tokens first. Default 0. */
+  float scale_multiplier; /**< In (0, 1]; default 1. */
+  void* stream;           /**< cudaStream_t for GPU tensors. */
 } int8attn_quantize_params_t;
 
 /** @brief Set @p params to the defaults (and its struct_size).
@@ -546,18 +557,18 @@ typedef struct int8attn_kv_cache int8attn_kv_cache_t;
 
 /** @brief Parameters of int8attn_kv_cache_create(). */
 typedef struct int8attn_kv_cache_params_t {
-  uint32_t struct_size;   /**< sizeof(int8attn_kv_cache_params_t); set by the init function. */
-  int32_t device_type;    /**< Where the cache lives (default ::INT8ATTN_DEVICE_CUDA if the build
+  uint32_t struct_size; /**< sizeof(int8attn_kv_cache_params_t); set by the init function. */
+  int32_t device_type;  /**< Where the cache lives (default ::INT8ATTN_DEVICE_CUDA if the build
                                has CUDA and a device exists, else CPU). */
-  int64_t batch;          /**< B (≥ 1). */
-  int64_t num_kv_heads;   /**< Hkv (≥ 1). */
-  int64_t capacity;       /**< Maximum tokens per sequence (≥ 1). */
-  int64_t head_dim;       /**< D (multiple of 8 in [8, 256]). */
-  int32_t mode;           /**< ::INT8ATTN_MODE_BALANCED (int8 K, fp16 V, default) or
+  int64_t batch;        /**< B (≥ 1). */
+  int64_t num_kv_heads; /**< Hkv (≥ 1). */
+  int64_t capacity;     /**< Maximum tokens per sequence (≥ 1). */
+  int64_t head_dim;     /**< D (multiple of 8 in [8, 256]). */
+  int32_t mode;         /**< ::INT8ATTN_MODE_BALANCED (int8 K, fp16 V, default) or
                                ::INT8ATTN_MODE_FAST (int8 K, FP8 V). */
-  uint32_t flags;         /**< SMOOTH_K / SMOOTH_V as for forward (default both). The means are
+  uint32_t flags;       /**< SMOOTH_K / SMOOTH_V as for forward (default both). The means are
                                taken from the first write and kept. */
-  void* stream;           /**< Stream used for the initial device allocation/zeroing. */
+  void* stream;         /**< Stream used for the initial device allocation/zeroing. */
 } int8attn_kv_cache_params_t;
 
 /** @brief Set @p params to the defaults (and its struct_size).
@@ -630,16 +641,16 @@ INT8ATTN_API int8attn_status_t int8attn_kv_cache_forward(int8attn_context_t* con
 
 /** @brief Parameters of int8attn_predict_block_mask(). */
 typedef struct int8attn_mask_params_t {
-  uint32_t struct_size;   /**< sizeof(int8attn_mask_params_t); set by the init function. */
-  int32_t q_block;        /**< Query rows per block (default 128). */
-  int32_t k_block;        /**< Keys per block (default 64). */
-  float keep_ratio;       /**< If in (0, 1]: keep the top ⌈keep_ratio·nkb⌉ key blocks per query
+  uint32_t struct_size; /**< sizeof(int8attn_mask_params_t); set by the init function. */
+  int32_t q_block;      /**< Query rows per block (default 128). */
+  int32_t k_block;      /**< Keys per block (default 64). */
+  float keep_ratio;     /**< If in (0, 1]: keep the top ⌈keep_ratio·nkb⌉ key blocks per query
                                block (default 0 = use threshold). */
-  float threshold;        /**< Else keep the smallest set of key blocks whose pooled softmax mass
+  float threshold;      /**< Else keep the smallest set of key blocks whose pooled softmax mass
                                reaches this fraction (default 0.95). */
-  int32_t causal;         /**< Nonzero: never keep blocks entirely above the causal diagonal. */
-  float sm_scale;         /**< 0 = 1/sqrt(D). */
-  void* stream;           /**< cudaStream_t for GPU tensors. */
+  int32_t causal;       /**< Nonzero: never keep blocks entirely above the causal diagonal. */
+  float sm_scale;       /**< 0 = 1/sqrt(D). */
+  void* stream;         /**< cudaStream_t for GPU tensors. */
 } int8attn_mask_params_t;
 
 /** @brief Set @p params to the defaults (and its struct_size).

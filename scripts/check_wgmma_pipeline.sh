@@ -2,14 +2,14 @@
 # Compile the Hopper attention kernel with ptxas' report and fail when ptxas serialises its
 # warpgroup MMAs (info C7510-C7519: "wgmma.mma_async instructions are serialized ..."). Such a
 # build is still correct, so no test can notice, but it loses the overlap the kernel is built
-# around (NOTES.md, run 13). Needs nvcc; no GPU.
+# around. Needs nvcc; no GPU.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 [ -x "$NVCC" ] || { echo "check_wgmma_pipeline: nvcc not found, skipped"; exit 0; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$NVCC" -std=c++17 --expt-relaxed-constexpr -O3 -Iinclude -Isrc -Icuda \
+"$NVCC" -std=c++17 --expt-relaxed-constexpr -O3 -Iinclude -Isrc -I. \
   -gencode=arch=compute_90a,code=sm_90a -Xptxas=-v -c cuda/sm90/attention_sm90_wgmma.cu \
   -o "$out/k.o" >"$out/log" 2>&1 || { cat "$out/log"; exit 1; }
 if grep -E "C751[0-9]" "$out/log"; then

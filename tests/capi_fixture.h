@@ -129,7 +129,8 @@ class AttentionTest : public ::testing::Test {
     const std::string msg = int8attn_last_error();
     EXPECT_EQ(s, status) << "status " << s << " (" << int8attn_status_string(s) << "): " << msg;
     for (const auto& f : fragments)
-      EXPECT_NE(msg.find(f), std::string::npos) << "message \"" << msg << "\" lacks \"" << f << "\"";
+      EXPECT_NE(msg.find(f), std::string::npos)
+          << "message \"" << msg << "\" lacks \"" << f << "\"";
     EXPECT_TRUE(ob.poisoned()) << "o was written by a failed call";
     EXPECT_TRUE(lseb.poisoned()) << "lse was written by a failed call";
   }

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "int8attn.h"
-#include "int8attn_test_support.h"
+#include "int8attn_reference.h"
 
 namespace numerics {
 
-using namespace int8attn_test;
+using namespace int8attn_ref;
 
 struct ContextDeleter {
   void operator()(int8attn_context_t* c) const { int8attn_context_destroy(c); }
@@ -41,7 +41,7 @@ struct Case {
   bool broadcast_kv = false;       // K/V stored with B = 1, broadcast over the batch (stride 0)
   uint32_t flags = 0;
   int32_t q_gran = 0, k_gran = 0;
-  std::vector<uint8_t> mask;       // dense [B, Hq, nqb, nkb] or empty
+  std::vector<uint8_t> mask;  // dense [B, Hq, nqb, nkb] or empty
   int32_t mask_q_block = 128, mask_k_block = 64;
   const int8attn_policy_t* policy = nullptr;
   int32_t timestep = 0;

@@ -14,11 +14,12 @@ namespace {
 using st = int8attn_status_t;
 using T = int8attn_tensor_t;
 
-#define INT8ATTN_EXPECT_SIGNATURE(fn, ...)                                        \
-  static_assert(std::is_same<decltype(&fn), __VA_ARGS__>::value,                 \
+#define INT8ATTN_EXPECT_SIGNATURE(fn, ...)                       \
+  static_assert(std::is_same<decltype(&fn), __VA_ARGS__>::value, \
                 #fn " changed its signature: an ABI break (see tests/abi/)")
 
-static_assert(std::is_same<int8attn_status_t, int32_t>::value, "int8attn_status_t must stay int32_t");
+static_assert(std::is_same<int8attn_status_t, int32_t>::value,
+              "int8attn_status_t must stay int32_t");
 
 INT8ATTN_EXPECT_SIGNATURE(int8attn_status_string, const char* (*)(st));
 INT8ATTN_EXPECT_SIGNATURE(int8attn_last_error, const char* (*)(void));
@@ -44,7 +45,8 @@ INT8ATTN_EXPECT_SIGNATURE(int8attn_policy_destroy, void (*)(int8attn_policy_t*))
 INT8ATTN_EXPECT_SIGNATURE(int8attn_policy_set_mode, st (*)(int8attn_policy_t*, int32_t, int32_t));
 INT8ATTN_EXPECT_SIGNATURE(int8attn_policy_get,
                           st (*)(int32_t*, float*, const int8attn_policy_t*, int32_t));
-INT8ATTN_EXPECT_SIGNATURE(int8attn_policy_num_timesteps, st (*)(int32_t*, const int8attn_policy_t*));
+INT8ATTN_EXPECT_SIGNATURE(int8attn_policy_num_timesteps,
+                          st (*)(int32_t*, const int8attn_policy_t*));
 INT8ATTN_EXPECT_SIGNATURE(int8attn_forward_params_init, void (*)(int8attn_forward_params_t*));
 INT8ATTN_EXPECT_SIGNATURE(int8attn_forward,
                           st (*)(int8attn_context_t*, const T*, const T*, const T*, const T*,

@@ -15,14 +15,14 @@ namespace {
 
 struct StructEntry {
   const char* name;
-  size_t size, align;              // actual
+  size_t size, align;  // actual
   size_t expected_size, expected_align;
 };
 
 struct FieldEntry {
   const char* type;
   const char* field;
-  size_t offset, size, align;      // actual
+  size_t offset, size, align;  // actual
   size_t expected_offset, expected_size;
 };
 
@@ -100,7 +100,8 @@ TEST(AbiLayout, StructSizesAndAlignments) {
 TEST(AbiLayout, FieldOffsetsAndSizes) {
   if (!kLp64) GTEST_SKIP() << "the baseline records the LP64 layout";
   for (const auto& f : kFields) {
-    EXPECT_EQ(f.offset, f.expected_offset) << "offsetof(" << f.type << ", " << f.field << ") changed";
+    EXPECT_EQ(f.offset, f.expected_offset)
+        << "offsetof(" << f.type << ", " << f.field << ") changed";
     EXPECT_EQ(f.size, f.expected_size) << "sizeof(" << f.type << "::" << f.field << ") changed";
   }
 }

@@ -16,16 +16,15 @@ TEST(Version, MatchesMacros) {
                         std::to_string(INT8ATTN_VERSION_MINOR) + "." +
                         std::to_string(INT8ATTN_VERSION_PATCH);
   EXPECT_EQ(s, INT8ATTN_VERSION_STRING);
-  EXPECT_EQ(INT8ATTN_VERSION_NUMBER, INT8ATTN_VERSION_MAJOR * 10000 + INT8ATTN_VERSION_MINOR * 100 +
-                                         INT8ATTN_VERSION_PATCH);
+  EXPECT_EQ(INT8ATTN_VERSION_NUMBER,
+            INT8ATTN_VERSION_MAJOR * 10000 + INT8ATTN_VERSION_MINOR * 100 + INT8ATTN_VERSION_PATCH);
 }
 
 TEST(Features, Consistent) {
   const uint64_t f = int8attn_features();
   EXPECT_TRUE(f & INT8ATTN_FEATURE_CPU);
   const uint64_t known = INT8ATTN_FEATURE_CPU | INT8ATTN_FEATURE_CUDA | INT8ATTN_FEATURE_SM80 |
-                         INT8ATTN_FEATURE_SM89 | INT8ATTN_FEATURE_SM90A |
-                         INT8ATTN_FEATURE_CPU_SIMD;
+                         INT8ATTN_FEATURE_SM89 | INT8ATTN_FEATURE_SM90A | INT8ATTN_FEATURE_CPU_SIMD;
   EXPECT_EQ(f & ~known, 0u);
   const uint64_t sm = INT8ATTN_FEATURE_SM80 | INT8ATTN_FEATURE_SM89 | INT8ATTN_FEATURE_SM90A;
   if (!(f & INT8ATTN_FEATURE_CUDA)) {
@@ -172,7 +171,9 @@ TEST(ParamsInit, NullIsIgnoredAndDefaultsAreDocumented) {
   int8attn_kv_cache_params_init(&kp);
   EXPECT_EQ(kp.struct_size, sizeof kp);
   EXPECT_EQ(kp.mode, INT8ATTN_MODE_BALANCED);
-  if (!capi::has_cuda_backend()) EXPECT_EQ(kp.device_type, INT8ATTN_DEVICE_CPU);
+  if (!capi::has_cuda_backend()) {
+    EXPECT_EQ(kp.device_type, INT8ATTN_DEVICE_CPU);
+  }
 
   int8attn_policy_params_t pp;
   int8attn_policy_params_init(&pp);
@@ -200,8 +201,7 @@ TEST(Context, CreateErrors) {
   int8attn_context_params_init(&p);
   p.struct_size = 0xFFFFFFFFu;
   EXPECT_EQ(int8attn_context_create(&ctx, &p), INT8ATTN_ERROR_BAD_STRUCT_SIZE);
-  EXPECT_NE(std::string(int8attn_last_error()).find("struct_size is 4294967295"),
-            std::string::npos)
+  EXPECT_NE(std::string(int8attn_last_error()).find("struct_size is 4294967295"), std::string::npos)
       << int8attn_last_error();
   // A newer header's larger struct with its unknown tail zero is accepted.
   struct {
@@ -218,7 +218,8 @@ TEST(Context, CreateErrors) {
   int8attn_context_params_init(&p);
   p.num_threads = -2;
   EXPECT_EQ(int8attn_context_create(&ctx, &p), INT8ATTN_ERROR_BAD_VALUE);
-  EXPECT_NE(std::string(int8attn_last_error()).find("params->num_threads is -2"), std::string::npos);
+  EXPECT_NE(std::string(int8attn_last_error()).find("params->num_threads is -2"),
+            std::string::npos);
 
   int8attn_context_params_init(&p);
   p.device_id = -1;
@@ -270,9 +271,8 @@ TEST(Context, FirstUseFromSeveralThreads) {
     std::vector<int8attn_status_t> status(kThreads, INT8ATTN_ERROR_INTERNAL);
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t)
-      threads.emplace_back([&, t] {
-        status[t] = int8attn_context_reserve_workspace(ctx, INT8ATTN_DEVICE_CPU, 0);
-      });
+      threads.emplace_back(
+          [&, t] { status[t] = int8attn_context_reserve_workspace(ctx, INT8ATTN_DEVICE_CPU, 0); });
     for (auto& th : threads) th.join();
     for (int t = 0; t < kThreads; ++t) EXPECT_EQ(status[t], INT8ATTN_OK) << "thread " << t;
     int8attn_forward_params_t p;
@@ -287,9 +287,9 @@ TEST(Tensor, InitContiguous) {
   float x[2 * 3 * 4];
   int8attn_tensor_t t;
   const int64_t shape[3] = {2, 3, 4};
-  ASSERT_EQ(int8attn_tensor_init_contiguous(&t, x, INT8ATTN_DEVICE_CPU, 0, INT8ATTN_DTYPE_F32, 3,
-                                            shape),
-            INT8ATTN_OK);
+  ASSERT_EQ(
+      int8attn_tensor_init_contiguous(&t, x, INT8ATTN_DEVICE_CPU, 0, INT8ATTN_DTYPE_F32, 3, shape),
+      INT8ATTN_OK);
   EXPECT_EQ(t.data, x);
   EXPECT_EQ(t.rank, 3);
   EXPECT_EQ(t.strides[0], 12);

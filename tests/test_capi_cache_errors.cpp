@@ -138,16 +138,19 @@ TEST_F(CacheUse, CapacityExceededLeavesCacheUnchanged) {
   KV big = make_kv(17);
   EXPECT_EQ(int8attn_kv_cache_append(cache, &big.k, &big.v, nullptr),
             INT8ATTN_ERROR_CAPACITY_EXCEEDED);
-  EXPECT_NE(std::string(int8attn_last_error()).find("appending 17 tokens to a cache holding 0 of capacity 16"),
+  EXPECT_NE(std::string(int8attn_last_error())
+                .find("appending 17 tokens to a cache holding 0 of capacity 16"),
             std::string::npos)
       << int8attn_last_error();
   EXPECT_EQ(length(), 0);
   KV a = make_kv(10);
-  ASSERT_EQ(int8attn_kv_cache_append(cache, &a.k, &a.v, nullptr), INT8ATTN_OK) << int8attn_last_error();
+  ASSERT_EQ(int8attn_kv_cache_append(cache, &a.k, &a.v, nullptr), INT8ATTN_OK)
+      << int8attn_last_error();
   EXPECT_EQ(length(), 10);
   KV b = make_kv(7);
   EXPECT_EQ(int8attn_kv_cache_append(cache, &b.k, &b.v, nullptr), INT8ATTN_ERROR_CAPACITY_EXCEEDED);
-  EXPECT_NE(std::string(int8attn_last_error()).find("holding 10 of capacity 16"), std::string::npos);
+  EXPECT_NE(std::string(int8attn_last_error()).find("holding 10 of capacity 16"),
+            std::string::npos);
   EXPECT_EQ(length(), 10);
   KV c = make_kv(6);
   EXPECT_EQ(int8attn_kv_cache_append(cache, &c.k, &c.v, nullptr), INT8ATTN_OK);
@@ -226,7 +229,8 @@ TEST_F(CacheForward, BadInputs) {
   make_q(4, 2);
   q.shape[0] = 1;
   o.shape[0] = 1;
-  expect_error(nullptr, INT8ATTN_ERROR_BAD_SHAPE, "q: shape[0] (batch) is 1 but the cache has batch 2");
+  expect_error(nullptr, INT8ATTN_ERROR_BAD_SHAPE,
+               "q: shape[0] (batch) is 1 but the cache has batch 2");
   make_q(4, 2);
   int8attn_forward_params_t p;
   int8attn_forward_params_init(&p);
@@ -239,7 +243,8 @@ TEST_F(CacheForward, BadInputs) {
   int32_t len[2] = {8, 9};
   int8attn_tensor_t kl = make_tensor(len, INT8ATTN_DTYPE_I32, {2});
   p.k_lengths = &kl;
-  expect_error(&p, INT8ATTN_ERROR_BAD_VALUE, "params->k_lengths[1] is 9; valid key lengths must be in [0, 8]");
+  expect_error(&p, INT8ATTN_ERROR_BAD_VALUE,
+               "params->k_lengths[1] is 9; valid key lengths must be in [0, 8]");
   EXPECT_EQ(int8attn_kv_cache_forward(ctx, &q, nullptr, &o, nullptr), INT8ATTN_ERROR_NULL_POINTER);
   EXPECT_STREQ(int8attn_last_error(), "cache is NULL");
   o.data = q.data;
@@ -252,7 +257,8 @@ TEST_F(CacheForward, OtherContextIsRefused) {
   make_q(4, 1);
   int8attn_context_t* other = nullptr;
   ASSERT_EQ(int8attn_context_create(&other, nullptr), INT8ATTN_OK);
-  EXPECT_EQ(int8attn_kv_cache_forward(other, &q, cache, &o, nullptr), INT8ATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(int8attn_kv_cache_forward(other, &q, cache, &o, nullptr),
+            INT8ATTN_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(int8attn_last_error()).find("different context"), std::string::npos);
   EXPECT_TRUE(ob.poisoned());
   int8attn_context_destroy(other);
@@ -265,7 +271,8 @@ TEST_F(CacheForward, WorksAfterAppend) {
   EXPECT_EQ(int8attn_kv_cache_forward(ctx, &q, cache, &o, nullptr), INT8ATTN_OK)
       << int8attn_last_error();
   EXPECT_FALSE(ob.poisoned());
-  for (int64_t i = 0; i < capi::numel({2, 4, 1, 32}); ++i) EXPECT_TRUE(std::isfinite(ob.as<float>()[i]));
+  for (int64_t i = 0; i < capi::numel({2, 4, 1, 32}); ++i)
+    EXPECT_TRUE(std::isfinite(ob.as<float>()[i]));
 }
 
 // ---- quantize ----------------------------------------------------------------------------

@@ -123,15 +123,18 @@ TEST_F(ForwardErrors, HeadsOfVvsK) {
 }
 TEST_F(ForwardErrors, TokensOfVvsK) {
   v.shape[2] = 71;
-  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE, {"v: shape[2] (tokens) is 71 but k has tokens 72"});
+  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE,
+                       {"v: shape[2] (tokens) is 71 but k has tokens 72"});
 }
 TEST_F(ForwardErrors, TokensOfO) {
   o.shape[2] = 39;
-  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE, {"o: shape[2] (tokens) is 39 but q has tokens 40"});
+  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE,
+                       {"o: shape[2] (tokens) is 39 but q has tokens 40"});
 }
 TEST_F(ForwardErrors, HeadDimOfK) {
   k.shape[3] = 32;
-  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE, {"k: shape[3] (head dim) is 32 but q has head dim 64"});
+  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE,
+                       {"k: shape[3] (head dim) is 32 but q has head dim 64"});
 }
 TEST_F(ForwardErrors, HeadDimOfV) {
   v.shape[3] = 32;
@@ -403,7 +406,8 @@ TEST_F(ForwardErrors, KLengthsDtype) {
   float len[2] = {1, 1};
   int8attn_tensor_t kl = make_tensor(len, INT8ATTN_DTYPE_F32, {2});
   params.k_lengths = &kl;
-  expect_forward_error(INT8ATTN_ERROR_BAD_DTYPE, {"params->k_lengths: dtype is f32 but must be i32"});
+  expect_forward_error(INT8ATTN_ERROR_BAD_DTYPE,
+                       {"params->k_lengths: dtype is f32 but must be i32"});
 }
 TEST_F(ForwardErrors, KLengthsSize) {
   int32_t len[3] = {1, 1, 1};
@@ -424,8 +428,8 @@ TEST_F(ForwardErrors, MaskWrongShape) {
   Buffer m(64);
   int8attn_tensor_t mt = make_tensor(m.base, INT8ATTN_DTYPE_U8, {2, 4, 1, 3});
   params.block_mask = &mt;
-  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE, {"params->block_mask: shape is [2, 4, 1, 3]",
-                                                  "[2, 4, 1, 2]"});
+  expect_forward_error(INT8ATTN_ERROR_BAD_SHAPE,
+                       {"params->block_mask: shape is [2, 4, 1, 3]", "[2, 4, 1, 2]"});
 }
 TEST_F(ForwardErrors, MaskWrongBatch) {
   Buffer m(64);

@@ -104,7 +104,8 @@ TEST(Policy, MultipliersAndSetMode) {
   EXPECT_EQ(mode_at(h.p, 2), INT8ATTN_MODE_BALANCED);
   EXPECT_EQ(int8attn_policy_set_mode(h.p, 4, INT8ATTN_MODE_EXACT), INT8ATTN_ERROR_BAD_VALUE);
   EXPECT_NE(std::string(int8attn_last_error()).find("timestep is 4"), std::string::npos);
-  EXPECT_EQ(int8attn_policy_set_mode(h.p, 1, INT8ATTN_MODE_DEFAULT), INT8ATTN_ERROR_UNSUPPORTED_MODE);
+  EXPECT_EQ(int8attn_policy_set_mode(h.p, 1, INT8ATTN_MODE_DEFAULT),
+            INT8ATTN_ERROR_UNSUPPORTED_MODE);
   EXPECT_EQ(int8attn_policy_set_mode(h.p, 1, 9), INT8ATTN_ERROR_UNSUPPORTED_MODE);
   EXPECT_NE(std::string(int8attn_last_error()).find("mode is 9"), std::string::npos);
   EXPECT_EQ(mode_at(h.p, 1), INT8ATTN_MODE_FAST);  // unchanged by the failed calls
@@ -221,7 +222,8 @@ TEST_F(PolicyForward, ModeFollowsTheTimestep) {
   };
   const auto exact = run(INT8ATTN_MODE_EXACT, nullptr, 0);
   const auto fast = run(INT8ATTN_MODE_FAST, nullptr, 0);
-  ASSERT_NE(exact, fast) << "EXACT and FAST gave bit-identical outputs; the test cannot tell them apart";
+  ASSERT_NE(exact, fast)
+      << "EXACT and FAST gave bit-identical outputs; the test cannot tell them apart";
   EXPECT_EQ(run(INT8ATTN_MODE_DEFAULT, h.p, 0), exact);
   EXPECT_EQ(run(INT8ATTN_MODE_DEFAULT, h.p, 1), fast);
   EXPECT_EQ(run(INT8ATTN_MODE_DEFAULT, h.p, 2), exact);

@@ -20,7 +20,7 @@ TEST(HeaderCpp17, CompilesAndLinks) {
   EXPECT_EQ(int8attn_abi_version(), static_cast<uint32_t>(INT8ATTN_ABI_VERSION));
   int8attn_tensor_t t{};
   const int64_t shape[1] = {4};
-  EXPECT_EQ(int8attn_tensor_init_contiguous(&t, nullptr, INT8ATTN_DEVICE_CPU, 0,
-                                            INT8ATTN_DTYPE_I32, 1, shape),
+  EXPECT_EQ(int8attn_tensor_init_contiguous(&t, nullptr, INT8ATTN_DEVICE_CPU, 0, INT8ATTN_DTYPE_I32,
+                                            1, shape),
             INT8ATTN_OK);
 }

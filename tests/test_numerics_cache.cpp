@@ -22,7 +22,11 @@ void cache_case(int32_t mode, Family fam, int64_t Nq, bool causal) {
   int8attn_kv_cache_params_t cp;
   int8attn_kv_cache_params_init(&cp);
   cp.device_type = INT8ATTN_DEVICE_CPU;
-  cp.batch = B; cp.num_kv_heads = Hkv; cp.capacity = 512; cp.head_dim = D; cp.mode = mode;
+  cp.batch = B;
+  cp.num_kv_heads = Hkv;
+  cp.capacity = 512;
+  cp.head_dim = D;
+  cp.mode = mode;
   int8attn_kv_cache_t* raw = nullptr;
   ASSERT_EQ(int8attn_kv_cache_create(&raw, ctx.get(), &cp), INT8ATTN_OK) << int8attn_last_error();
   std::unique_ptr<int8attn_kv_cache_t, CacheDeleter> cache(raw);
@@ -61,12 +65,13 @@ void cache_case(int32_t mode, Family fam, int64_t Nq, bool causal) {
 
   RefOptions ro;
   ro.causal = causal;
-  RefResult ref = reference_attention(q.values(), k.values(), v.values(), B, Hq, Hkv, Nq, Nk, D, ro);
+  RefResult ref =
+      reference_attention(q.values(), k.values(), v.values(), B, Hq, Hkv, Nq, Nk, D, ro);
   const Metrics m = compare(o.values(), ref.o);
   std::vector<double> lr(ref.lse.begin(), ref.lse.end());
   const Metrics ml = compare(lse, lr);
-  SCOPED_TRACE(std::string("cache ") + mode_name(mode) + " " + family_name(fam) + " Nq=" +
-               std::to_string(Nq) + ": " + to_string(m));
+  SCOPED_TRACE(std::string("cache ") + mode_name(mode) + " " + family_name(fam) +
+               " Nq=" + std::to_string(Nq) + ": " + to_string(m));
   std::printf("cache %-8s %-12s Nq=%-3lld %s\n", mode_name(mode), family_name(fam),
               static_cast<long long>(Nq), to_string(m).c_str());
   // Cache V scales carry qm::kCacheHeadroom (64x) so fp16 V loses nothing but FP8 V reaches its
@@ -99,7 +104,7 @@ void cache_case(int32_t mode, Family fam, int64_t Nq, bool causal) {
 TEST(CacheNumerics, PrefillAndDecode) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
     for (Family f : {Family::Gaussian, Family::ChannelBias}) {
-      cache_case(mode, f, 1, false);   // decode
-      cache_case(mode, f, 37, true);   // chunked prefill, causal bottom-right
+      cache_case(mode, f, 1, false);  // decode
+      cache_case(mode, f, 37, true);  // chunked prefill, causal bottom-right
     }
 }

@@ -13,13 +13,13 @@ ContextPtr& ctx() {
 }
 
 // The asserted per-(mode, family) levels and their measured values: measured_level() in
-// tests/support (shared with the GPU tests).
+// tools/reference/ref_metrics.cpp (shared with the GPU tests and the CLI).
 Bar level(int32_t mode, Family f) { return measured_level(mode, f); }
 
 void check(const Case& c, const Outcome& r, double extra = 0.0) {
   const Bar bar = level(c.mode, c.family);
-  SCOPED_TRACE(std::string(mode_name(c.mode)) + " " + family_name(c.family) + " D=" +
-               std::to_string(c.D) + " " + dtype_name(c.dtype) + ": " + to_string(r.o));
+  SCOPED_TRACE(std::string(mode_name(c.mode)) + " " + family_name(c.family) +
+               " D=" + std::to_string(c.D) + " " + dtype_name(c.dtype) + ": " + to_string(r.o));
   EXPECT_EQ(r.o.nonfinite, 0);
   EXPECT_LE(r.o.rel_l1, bar.max_rel_l1 + dtype_floor(c.dtype) + extra);
   EXPECT_GE(r.o.cos, bar.min_cos - dtype_floor(c.dtype) - extra);
@@ -63,7 +63,11 @@ TEST(Numerics, GqaMqaCausalLengthsLse) {
   for (int32_t mode : kModes) {
     for (int64_t hkv : {2, 1}) {  // GQA (4 q-heads per kv-head) and MQA
       Case c = base(mode, Family::Gaussian, 64);
-      c.B = 3; c.Hq = 4; c.Hkv = hkv; c.Nq = 100; c.Nk = 190;
+      c.B = 3;
+      c.Hq = 4;
+      c.Hkv = hkv;
+      c.Nq = 100;
+      c.Nk = 190;
       c.causal = true;
       c.k_lengths = {190, 77, 0};  // full, partial, empty (rows of batch 2 -> O = 0, LSE = −inf)
       Outcome r = run_case(ctx().get(), c);
@@ -79,7 +83,9 @@ TEST(Numerics, GqaMqaCausalLengthsLse) {
 TEST(Numerics, CausalWithMoreQueriesThanKeys) {
   for (int32_t mode : kModes) {
     Case c = base(mode, Family::Gaussian, 32);
-    c.Nq = 150; c.Nk = 70; c.causal = true;  // the first 80 rows see no key
+    c.Nq = 150;
+    c.Nk = 70;
+    c.causal = true;  // the first 80 rows see no key
     Outcome r = run_case(ctx().get(), c);
     check(c, r);
     for (int64_t i = 0; i < 80; ++i) EXPECT_TRUE(std::isinf(r.lse_values[i]));
@@ -89,7 +95,11 @@ TEST(Numerics, CausalWithMoreQueriesThanKeys) {
 TEST(Numerics, BroadcastKvAndNhd) {
   for (int32_t mode : kModes) {
     Case c = base(mode, Family::ChannelBias, 64);
-    c.B = 3; c.Hq = 4; c.Hkv = 2; c.Nq = 70; c.Nk = 130;
+    c.B = 3;
+    c.Hq = 4;
+    c.Hkv = 2;
+    c.Nq = 70;
+    c.Nk = 130;
     c.broadcast_kv = true;
     c.layout = Layout::NHD;
     check(c, run_case(ctx().get(), c));
@@ -101,7 +111,8 @@ TEST(Numerics, Dtypes) {
     for (int32_t dt : {INT8ATTN_DTYPE_F16, INT8ATTN_DTYPE_BF16, INT8ATTN_DTYPE_F32}) {
       Case c = base(mode, Family::Gaussian, 80);
       c.dtype = dt;
-      c.Nq = 129; c.Nk = 257;
+      c.Nq = 129;
+      c.Nk = 257;
       check(c, run_case(ctx().get(), c));
     }
 }
@@ -109,12 +120,20 @@ TEST(Numerics, Dtypes) {
 TEST(Numerics, BlockMask) {
   for (int32_t mode : kModes) {
     Case c = base(mode, Family::Gaussian, 64);
-    c.B = 2; c.Hq = 2; c.Hkv = 1; c.Nq = 200; c.Nk = 300;
-    c.mask_q_block = 48; c.mask_k_block = 40;  // not tile-aligned on purpose
+    c.B = 2;
+    c.Hq = 2;
+    c.Hkv = 1;
+    c.Nq = 200;
+    c.Nk = 300;
+    c.mask_q_block = 48;
+    c.mask_k_block = 40;  // not tile-aligned on purpose
     const int64_t nqb = (c.Nq + 47) / 48, nkb = (c.Nk + 39) / 40;
     c.mask.resize(static_cast<size_t>(c.B * c.Hq * nqb * nkb));
     uint32_t x = 12345;
-    for (auto& m : c.mask) { x = x * 1103515245u + 12345u; m = (x >> 16) % 3 != 0; }
+    for (auto& m : c.mask) {
+      x = x * 1103515245u + 12345u;
+      m = (x >> 16) % 3 != 0;
+    }
     for (int64_t kb = 0; kb < nkb; ++kb) c.mask[static_cast<size_t>(kb)] |= (kb == 0);
     // Query block 1 of (b0, h0) fully masked: its rows get O = 0 and LSE = −inf.
     for (int64_t kb = 0; kb < nkb; ++kb) c.mask[static_cast<size_t>(nkb + kb)] = 0;
@@ -129,7 +148,9 @@ TEST(Numerics, Granularities) {
     for (int32_t qg : {INT8ATTN_GRANULARITY_PER_BLOCK, INT8ATTN_GRANULARITY_PER_TOKEN})
       for (int32_t kg : {INT8ATTN_GRANULARITY_PER_BLOCK, INT8ATTN_GRANULARITY_PER_TOKEN}) {
         Case c = base(mode, Family::Gaussian, 128);
-        c.q_gran = qg; c.k_gran = kg; c.Nq = c.Nk = 190;
+        c.q_gran = qg;
+        c.k_gran = kg;
+        c.Nq = c.Nk = 190;
         check(c, run_case(ctx().get(), c));
       }
 }

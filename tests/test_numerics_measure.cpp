@@ -10,7 +10,11 @@ TEST(Measure, Table) {
     for (Family f : all_families())
       for (int64_t D : {64, 128}) {
         Case c;
-        c.mode = mode; c.family = f; c.D = D; c.Nq = c.Nk = 512; c.Hq = c.Hkv = 2;
+        c.mode = mode;
+        c.family = f;
+        c.D = D;
+        c.Nq = c.Nk = 512;
+        c.Hq = c.Hkv = 2;
         Outcome r = run_case(ctx.get(), c);
         std::printf("%-8s %-12s D=%3lld  %s\n", mode_name(mode), family_name(f),
                     static_cast<long long>(D), to_string(r.o).c_str());
@@ -20,18 +24,28 @@ TEST(Measure, Table) {
 
 TEST(Measure, Variants) {
   auto ctx = make_context();
-  struct V { const char* name; uint32_t flags; int32_t qg, kg; };
-  const V vars[] = {{"default", 0, 0, 0},
-                    {"balance", INT8ATTN_FLAG_BALANCE_CHANNELS, 0, 0},
-                    {"k-per-token", 0, 0, INT8ATTN_GRANULARITY_PER_TOKEN},
-                    {"k-per-block", 0, 0, INT8ATTN_GRANULARITY_PER_BLOCK},
-                    {"balance+k-tok", INT8ATTN_FLAG_BALANCE_CHANNELS, 0, INT8ATTN_GRANULARITY_PER_TOKEN}};
+  struct V {
+    const char* name;
+    uint32_t flags;
+    int32_t qg, kg;
+  };
+  const V vars[] = {
+      {"default", 0, 0, 0},
+      {"balance", INT8ATTN_FLAG_BALANCE_CHANNELS, 0, 0},
+      {"k-per-token", 0, 0, INT8ATTN_GRANULARITY_PER_TOKEN},
+      {"k-per-block", 0, 0, INT8ATTN_GRANULARITY_PER_BLOCK},
+      {"balance+k-tok", INT8ATTN_FLAG_BALANCE_CHANNELS, 0, INT8ATTN_GRANULARITY_PER_TOKEN}};
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
     for (Family f : all_families())
       for (const V& var : vars) {
         Case c;
-        c.mode = mode; c.family = f; c.D = 128; c.Nq = c.Nk = 512;
-        c.flags = var.flags; c.q_gran = var.qg; c.k_gran = var.kg;
+        c.mode = mode;
+        c.family = f;
+        c.D = 128;
+        c.Nq = c.Nk = 512;
+        c.flags = var.flags;
+        c.q_gran = var.qg;
+        c.k_gran = var.kg;
         Outcome r = run_case(ctx.get(), c);
         std::printf("%-8s %-12s %-14s %s\n", mode_name(mode), family_name(f), var.name,
                     to_string(r.o).c_str());

@@ -28,7 +28,8 @@ TEST(Quantize, MatchesQuantMath) {
       qp.granularity = gran;
       qp.smooth = smooth;
       qp.scale_multiplier = 0.9f;
-      ASSERT_EQ(int8attn_quantize(ctx.get(), &xd, &qd, &sd, smooth ? &md : nullptr, &qp), INT8ATTN_OK)
+      ASSERT_EQ(int8attn_quantize(ctx.get(), &xd, &qd, &sd, smooth ? &md : nullptr, &qp),
+                INT8ATTN_OK)
           << int8attn_last_error();
       for (int64_t bh = 0; bh < B * H; ++bh) {
         std::vector<float> mu(D, 0.0f);
@@ -63,7 +64,12 @@ TEST(MaskPrediction, KeepAllEqualsDense) {
   const int64_t B = 1, Hq = 2, Hkv = 1, N = 300, D = 64;
   for (int causal : {0, 1}) {
     Case c;
-    c.mode = INT8ATTN_MODE_EXACT; c.B = B; c.Hq = Hq; c.Hkv = Hkv; c.Nq = c.Nk = N; c.D = D;
+    c.mode = INT8ATTN_MODE_EXACT;
+    c.B = B;
+    c.Hq = Hq;
+    c.Hkv = Hkv;
+    c.Nq = c.Nk = N;
+    c.D = D;
     c.causal = causal;
     Inputs in = make_inputs(c.family, B, Hq, Hkv, N, N, D, c.seed);
     HostTensor q = HostTensor::from_values(in.q, INT8ATTN_DTYPE_F32, Layout::HND, B, Hq, N, D);
@@ -94,7 +100,9 @@ TEST(MaskPrediction, KeepAllEqualsDense) {
     ASSERT_EQ(int8attn_predict_block_mask(ctx.get(), &qd, &kd, &md, &mp), INT8ATTN_OK);
     for (int64_t qb = 0; qb < nqb; ++qb) {
       EXPECT_EQ(mask[qb * nkb], 1);
-      if (causal) EXPECT_EQ(mask[qb * nkb + (std::min(N, (qb + 1) * 128) - 1) / 64], 1);
+      if (causal) {
+        EXPECT_EQ(mask[qb * nkb + (std::min(N, (qb + 1) * 128) - 1) / 64], 1);
+      }
     }
     c.mask = mask;
     r = run_case(ctx.get(), c);
@@ -148,7 +156,8 @@ TEST(Timing, CpuBackend_1x8x1024x64) {
     for (int rep = 0; rep < 5; ++rep) {
       const auto t0 = std::chrono::steady_clock::now();
       ASSERT_EQ(int8attn_forward(ctx.get(), &qd, &kd, &vd, &od, &p), INT8ATTN_OK);
-      ts.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      ts.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(ts.begin(), ts.end());
     t_mode[mode] = ts[ts.size() / 2];

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# C/C++: the README's test command (CUDA code compiled for sm_90a when nvcc exists, so a compile
-# break fails CI even without a GPU) and its main job, then install into a temporary prefix and build + run a tiny
-# consumer through find_package(int8attn) and through pkg-config.
+# C/C++: the format check, then the README's test command with warnings as errors (CUDA code
+# compiled for sm_90a when nvcc exists, so a compile break fails CI even without a GPU) and its
+# main job, then install into a temporary prefix and build + run a tiny consumer through
+# find_package(int8attn) and through pkg-config.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
@@ -9,11 +10,15 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
 fi
 command -v nvcc >/dev/null 2>&1 && echo "nvcc: $(nvcc --version | tail -1)" || echo "nvcc: not found (CPU-only build)"
 
+# The sources match .clang-format.
+bash scripts/check_format.sh
 # Generated sources are up to date with their generator.
 python3 tools/codegen/gen_wgmma_ops.py --check
 # The Hopper kernel's MMAs stay asynchronous (ptxas reports serialisation only as info).
 bash scripts/check_wgmma_pipeline.sh
 
+# Warnings are errors here (host code, and device code where nvcc exists).
+export CMAKE_ARGS="${CMAKE_ARGS:-} -DINT8ATTN_WARNINGS_AS_ERRORS=ON"
 INT8ATTN_CUDA_ARCHS=90a bash scripts/test.sh
 
 # The README's other command, the main job (same build; CPU backend here): it must run and

@@ -1,4 +1,4 @@
-// The CUDA backend: implements core/backend.h on top of the kernels in cuda/kernels and the
+// The CUDA backend: implements core/backend.h on top of the kernels in cuda/common and the
 // per-architecture attention instantiations. Host code only; no host synchronisation and no
 // allocation on the forward path once the workspace is large enough.
 #include <cuda_runtime.h>
@@ -9,59 +9,28 @@
 
 #include "core/backend.h"
 #include "core/error.h"
-#include "host/cuda_check.h"
-#include "host/forward_plan.h"
-#include "host/kv_cache_cuda.h"
-#include "kernels/attention_launchers.h"
-#include "kernels/aux_kernels.h"
-#include "kernels/combine.h"
-#include "kernels/prepare_kv.h"
+#include "cuda/host/cuda_check.h"
+#include "cuda/host/forward_plan.h"
+#include "cuda/host/kernel_dispatch.h"
+#include "cuda/host/kv_cache_cuda.h"
+#include "cuda/common/aux_kernels.h"
+#include "cuda/common/combine.h"
+#include "cuda/common/prepare_kv.h"
 
 namespace int8attn {
 namespace {
-
-cudaError_t launch_attention(const ForwardPlan& plan, const DeviceInfo& dev, cudaStream_t s) {
-  const AttnKernelParams& a = plan.attn;
-  const int mode = plan.kernel_mode;
-  const int cc = dev.cc_major * 10 + dev.cc_minor;
-  (void)a;
-  (void)mode;
-  (void)cc;
-#if defined(INT8ATTN_HAVE_SM90)
-  if (dev.cc_major == 9) {
-    if (plan.sm90_wgmma) return launch_attention_sm90_wgmma(a, plan.dpad, mode, s);
-    if (mode == INT8ATTN_MODE_EXACT) return launch_attention_sm90_exact(a, plan.dpad, plan.bf16, s);
-    if (mode == INT8ATTN_MODE_BALANCED) return launch_attention_sm90_balanced(a, plan.dpad, s);
-    return launch_attention_sm90_fast(a, plan.dpad, s);
-  }
-#endif
-#if defined(INT8ATTN_HAVE_SM89)
-  if (cc == 89) {
-    if (mode == INT8ATTN_MODE_EXACT) return launch_attention_sm89_exact(a, plan.dpad, plan.bf16, s);
-    if (mode == INT8ATTN_MODE_BALANCED) return launch_attention_sm89_balanced(a, plan.dpad, s);
-    return launch_attention_sm89_fast(a, plan.dpad, s);
-  }
-#endif
-#if defined(INT8ATTN_HAVE_SM80)
-  if (dev.cc_major == 8) {  // sm80, sm86, sm87 (and sm89 when only sm80 was compiled)
-    if (mode == INT8ATTN_MODE_EXACT) return launch_attention_sm80_exact(a, plan.dpad, plan.bf16, s);
-    return launch_attention_sm80_balanced(a, plan.dpad, s);
-  }
-#endif
-  return cudaErrorNoKernelImageForDevice;
-}
 
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device_id) {
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
-      throw Error(INT8ATTN_ERROR_BAD_DEVICE, "no CUDA device is available (cudaGetDeviceCount "
-                                             "found none or the driver is missing)");
+      throw Error(INT8ATTN_ERROR_BAD_DEVICE,
+                  "no CUDA device is available (cudaGetDeviceCount "
+                  "found none or the driver is missing)");
     if (device_id < 0 || device_id >= count)
-      throw Error(INT8ATTN_ERROR_BAD_DEVICE, "device_id is " + std::to_string(device_id) +
-                                                 " but " + std::to_string(count) +
-                                                 " CUDA device(s) exist");
+      throw Error(INT8ATTN_ERROR_BAD_DEVICE, "device_id is " + std::to_string(device_id) + " but " +
+                                                 std::to_string(count) + " CUDA device(s) exist");
     cudaDeviceProp prop{};
     cuda_check(cudaGetDeviceProperties(&prop, device_id), "cudaGetDeviceProperties");
     dev_.id = device_id;
@@ -72,17 +41,16 @@ class CudaBackend final : public Backend {
 #if defined(INT8ATTN_HAVE_SM90)
     if (prop.major == 9) {
       DeviceGuard guard(device_id);
-      for (int n = 1; n <= kSmallMaxCluster; ++n) dev_.small_clusters[n] = small_max_active_clusters(n);
+      for (int n = 1; n <= kSmallMaxCluster; ++n)
+        dev_.small_clusters[n] = small_max_active_clusters(n);
     }
 #endif
-    const bool have = (prop.major == 9 && have_sm90()) ||
-                      (prop.major == 8 && prop.minor == 9 && (have_sm89() || have_sm80())) ||
-                      (prop.major == 8 && have_sm80());
-    if (!have)
+    if (!device_has_kernels(dev_))
       throw Error(INT8ATTN_ERROR_UNSUPPORTED_ARCH,
                   std::string("device ") + std::to_string(device_id) + " (" + name_ + ", sm_" +
                       std::to_string(prop.major) + std::to_string(prop.minor) +
-                      ") has no kernels in this build (compiled: " + compiled_list() + ")");
+                      ") has no kernels in this build (compiled: " + compiled_architectures() +
+                      ")");
   }
 
   size_t forward_workspace_size(const AttnProblem& p) override {
@@ -99,7 +67,7 @@ class CudaBackend final : public Backend {
       throw Error(INT8ATTN_ERROR_INTERNAL, "workspace smaller than the plan needs");
 #if defined(INT8ATTN_HAVE_SM90)
     if (plan.small) {
-      cuda_check(launch_attention_sm90_small(plan.small_params, plan.dpad, plan.kernel_mode, s),
+      cuda_check(launch_attention_sm90_small(plan.small_params, plan.dpad, plan.mode, s),
                  "small-problem attention kernel launch");
       return;
     }
@@ -107,21 +75,8 @@ class CudaBackend final : public Backend {
     if (plan.run_prep) cuda_check(launch_kv_prepare(plan.prep, s), "K/V preparation kernel launch");
     cuda_check(launch_attention(plan, dev_, s), "attention kernel launch");
     if (plan.attn.num_splits > 1) {
-      CombineParams c;
-      c.part_o = plan.attn.part_o;
-      c.part_lse = plan.attn.part_lse;
-      c.num_splits = plan.attn.num_splits;
-      c.B = plan.attn.B;
-      c.Hq = plan.attn.Hq;
-      c.Nq = plan.attn.Nq;
-      c.D = plan.attn.D;
-      c.o = p.o;
-      for (int i = 0; i < 4; ++i) c.o_stride[i] = p.o_stride[i];
-      c.dtype = p.dtype;
-      c.lse = p.lse;
-      for (int i = 0; i < 3; ++i) c.lse_stride[i] = p.lse_stride[i];
-      c.launch_early = dev_.cc_major >= 9;
-      cuda_check(launch_combine(c, s), "split-KV combine kernel launch");
+      cuda_check(launch_combine(plan.attn, dev_.cc_major >= 9, s),
+                 "split-KV combine kernel launch");
     }
   }
 
@@ -144,11 +99,6 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<KvCacheImpl> create_cache(const CacheSpec& spec, void* stream) override {
     DeviceGuard guard(dev_.id);
-    if (spec.mode == INT8ATTN_MODE_FAST && kernel_mode_for(spec.mode, dev_) != spec.mode)
-      throw Error(INT8ATTN_ERROR_UNSUPPORTED_MODE,
-                  "mode: a FAST (FP8) K/V cache needs FP8 tensor cores (sm89 or newer); this "
-                  "device is sm_" + std::to_string(dev_.cc_major) + std::to_string(dev_.cc_minor) +
-                      ": use INT8ATTN_MODE_BALANCED");
     return make_cuda_kv_cache(spec, *this, static_cast<cudaStream_t>(stream));
   }
 
@@ -162,40 +112,14 @@ class CudaBackend final : public Backend {
     return workspace_.get();
   }
 
+  bool fp8_available() const override { return device_runs_fp8(dev_); }
+
   void synchronize(void* stream) override {
     DeviceGuard guard(dev_.id);
     cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize");
   }
 
  private:
-  static bool have_sm80() {
-#if defined(INT8ATTN_HAVE_SM80)
-    return true;
-#else
-    return false;
-#endif
-  }
-  static bool have_sm89() {
-#if defined(INT8ATTN_HAVE_SM89)
-    return true;
-#else
-    return false;
-#endif
-  }
-  static bool have_sm90() {
-#if defined(INT8ATTN_HAVE_SM90)
-    return true;
-#else
-    return false;
-#endif
-  }
-  static std::string compiled_list() {
-    std::string s;
-    if (have_sm80()) s += "sm80 ";
-    if (have_sm89()) s += "sm89 ";
-    if (have_sm90()) s += "sm90a ";
-    return s.empty() ? "none" : s.substr(0, s.size() - 1);
-  }
   static AttnKernelParams cache_params_of(const AttnProblem& p) {
     return p.cache != nullptr ? cuda_kv_cache_params(*p.cache) : AttnKernelParams{};
   }
@@ -243,11 +167,12 @@ std::string cuda_device_describe(int device_id) {
                                                std::to_string(count) + " CUDA device(s) exist");
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, device_id), "cudaGetDeviceProperties");
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s, sm_%d%d, %d SMs, %.1f GiB", prop.name, prop.major,
-                prop.minor, prop.multiProcessorCount,
+  char gib[32];  // the name (up to 256 bytes) goes around snprintf: no truncation
+  std::snprintf(gib, sizeof gib, "%.1f GiB",
                 static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
-  return buf;
+  return std::string(prop.name) + ", sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
+         gib;
 }
 
 }  // namespace int8attn

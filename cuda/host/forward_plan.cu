@@ -1,12 +1,14 @@
 // Planning of a forward call (see forward_plan.h).
-#include "host/forward_plan.h"
+#include "cuda/host/forward_plan.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 
 #include "common/quant_math.h"
-#include "host/cuda_check.h"
+#include "cuda/common/head_dims.h"
+#include "cuda/host/cuda_check.h"
+#include "cuda/host/kernel_dispatch.h"
 
 namespace int8attn {
 namespace {
@@ -17,10 +19,10 @@ int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 // small batches): as many splits as keep the grid within `target` CTAs (what fits beside each
 // other on all SMs: one wave), each at least `min_tiles` key tiles long. Rounding up instead
 // would turn a grid of 128 CTAs into two waves of 256 half-length ones plus a combine (a
-// 1024-token head-dim-80 layer: NOTES run 32). Past 32 splits every split keeps at least 4
+// 1024-token head-dim-80 layer). Past 32 splits every split keeps at least 4
 // tiles: below that the combine's extra splits and the CTAs' fixed cost outweigh the shorter
 // key ranges (1-warp decode CTAs, 8K keys: 64 splits of 2 tiles 5% slower than 32 of 4; 4K keys:
-// 32 of 2 10% faster than 16 of 4 and than 64 of 1; NOTES run 46c).
+// 32 of 2 10% faster than 16 of 4 and than 64 of 1).
 void choose_splits(AttnKernelParams& a, int64_t key_tiles, int64_t target, int64_t min_tiles) {
   constexpr int64_t kManySplits = 32, kMinTilesPastMany = 4;
   const int64_t base = static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv;
@@ -37,20 +39,6 @@ void choose_splits(AttnKernelParams& a, int64_t key_tiles, int64_t target, int64
 }
 
 }  // namespace
-
-bool sm90_wgmma_eligible(const ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
-#if defined(INT8ATTN_HAVE_SM90)
-  return dev.cc_major == 9 && plan.kernel_mode != INT8ATTN_MODE_EXACT &&
-         sm90_wgmma_head_dim(plan.dpad) &&
-         p.block_mask == nullptr &&
-         p.q_granularity != INT8ATTN_GRANULARITY_PER_BLOCK;
-#else
-  (void)plan;
-  (void)p;
-  (void)dev;
-  return false;
-#endif
-}
 
 namespace {
 
@@ -80,8 +68,9 @@ bool small_fits(int dpad, int D, SmallAttnParams& s) {
 bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
 #if defined(INT8ATTN_HAVE_SM90)
   const AttnKernelParams& a = plan.attn;
-  if (dev.cc_major != 9 || plan.kernel_mode == INT8ATTN_MODE_EXACT || p.cache != nullptr ||
-      p.block_mask != nullptr || p.q_granularity == INT8ATTN_GRANULARITY_PER_BLOCK || !a.q_vec || !a.o_vec ||
+  if (dev.cc_major != 9 || !int8_qk(plan.mode) || !SmallHeadDims::contains(plan.dpad) ||
+      p.cache != nullptr || p.block_mask != nullptr ||
+      p.q_granularity == INT8ATTN_GRANULARITY_PER_BLOCK || !a.q_vec || !a.o_vec ||
       !small_kv_operand_ok(p.k, p) || !small_kv_operand_ok(p.v, p) || p.Nk < 1 ||
       p.B * p.Hkv > 65535)
     return false;
@@ -95,7 +84,7 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
   const int64_t heads = p.B * p.Hkv;
   // 32-row CTAs halve every CTA's serial chain (its Q rows, its share of the keys, its key
   // loop) for twice the CTAs: taken while every cluster fits on the device at once (clusters
-  // stay in one GPC: 15 clusters of 8 on an H100, NOTES run 42) and a cluster stays within 8.
+  // stay in one GPC: 15 clusters of 8 on an H100) and a cluster stays within 8.
   // Not with per-block K scales: whole 64-key blocks per CTA would leave half of the cluster
   // without keys to prepare.
   const int64_t c32 = (rows + 31) / 32;
@@ -112,9 +101,9 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
     // For latency-bound grids only: each cluster repeats its head's statistics exchange, and
     // the warp-level MMAs are slower per SM than the wgmma kernel, so past a wave or two of
     // clusters the separate preparation plus the wgmma kernel is the better use of the chip.
-    // Measured (NOTES run 42h): two waves still pay for clusters of up to 4 CTAs (256 tokens
-    // at D=160, batch 4-6: 5-15%; 64 tokens, batch 32: 1.9x), three do not (batch 8: 20%
-    // slower), nor do two waves of clusters of 7 (GQA 400 rows: 34% slower).
+    // Measured: two waves still pay for clusters of up to 4 CTAs (256 tokens at D=160, batch
+    // 4-6: 5-15%; 64 tokens, batch 32: 1.9x), three do not (batch 8: 23% slower), nor do two
+    // waves of clusters of 7 (GQA, 400 rows: 52% slower).
     const int64_t fit = dev.small_clusters[s.cluster];  // clusters of this size at once
     if (fit <= 0 || (heads + fit - 1) / fit > (s.cluster <= 4 ? 2 : 1)) return false;
     s.kc = small_keys_per_cta(s.nkp, s.cluster, quantum);
@@ -143,20 +132,13 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
 #endif
 }
 
-int kernel_mode_for(int api_mode, const DeviceInfo& dev) {
-  const bool fp8 = dev.cc_major > 8 || (dev.cc_major == 8 && dev.cc_minor >= 9);
-  if (api_mode == INT8ATTN_MODE_FAST && !fp8) return INT8ATTN_MODE_BALANCED;
-  return api_mode;
-}
-
 ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* workspace,
                          const AttnKernelParams* cache_params) {
   ForwardPlan plan;
   plan.dpad = static_cast<int>(round_up(p.D, 32));
-  plan.kernel_mode = kernel_mode_for(p.mode, dev);
-  plan.bf16 = p.dtype == INT8ATTN_DTYPE_BF16;
-  const bool exact = plan.kernel_mode == INT8ATTN_MODE_EXACT;
-  const bool fast = plan.kernel_mode == INT8ATTN_MODE_FAST;
+  plan.mode = p.mode;
+  const bool exact = !int8_qk(plan.mode);
+  const bool fast = fp8_pv(plan.mode);
   const bool balance = !exact && (p.flags & INT8ATTN_FLAG_BALANCE_CHANNELS) != 0;
   WorkspaceCarver ws(workspace);
 
@@ -168,7 +150,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   a.o = p.o;
   for (int i = 0; i < 4; ++i) a.o_stride[i] = p.o_stride[i];
   a.q_vec = a.o_vec = 0;
-  if (p.dtype == INT8ATTN_DTYPE_F16 || p.dtype == INT8ATTN_DTYPE_BF16) {
+  if (p.dtype != DType::kF32) {
     a.q_vec = p.q.stride[3] == 1 && reinterpret_cast<uintptr_t>(p.q.data) % 16 == 0 &&
               p.q.stride[0] % 8 == 0 && p.q.stride[1] % 8 == 0 && p.q.stride[2] % 8 == 0;
     a.o_vec = p.o_stride[3] == 1 && reinterpret_cast<uintptr_t>(p.o) % 16 == 0 &&
@@ -204,10 +186,11 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   // lockstep; two 4-warp CTAs of 64 rows run out of phase instead (one's softmax overlaps the
   // other's matrix work).
   // On Hopper the warp-specialised wgmma kernel takes the prefill cases it was written for.
-  plan.sm90_wgmma = sm90_wgmma_eligible(plan, p, dev) && rows > kAttnDecodeBlockM;
+  plan.sm90_wgmma = sm90_wgmma_eligible(plan.mode, plan.dpad, p, dev) && rows > kAttnDecodeBlockM;
   a.block_m = plan.sm90_wgmma ? 64 * sm90_consumer_warpgroups(plan.dpad)
-              : (!exact && !a.q_per_block && rows <= kAttnDecodeBlockM) ? kAttnDecodeBlockM
-              : (plan.dpad > 64 ? kAttnMidBlockM : kAttnBlockM);
+              : (!exact && !a.q_per_block && rows <= kAttnDecodeBlockM)
+                  ? kAttnDecodeBlockM
+                  : (plan.dpad > 64 ? kAttnMidBlockM : kAttnBlockM);
   a.m_tiles = static_cast<int>((rows + a.block_m - 1) / a.block_m);
 
   if (cache_params == nullptr && plan_small(plan, p, dev)) return plan;
@@ -237,7 +220,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     // K/V serve several lengths, so they use all keys (any constant shift is exact anyway).
     k.k_lengths = bcast_b ? nullptr : p.k_lengths;
     k.k_lengths_stride = p.k_lengths_stride;
-    k.mode = plan.kernel_mode;
+    k.mode = plan.mode;
     k.smooth_k = !exact && (p.flags & INT8ATTN_FLAG_SMOOTH_K) != 0;
     k.smooth_v = !exact && (p.flags & INT8ATTN_FLAG_SMOOTH_V) != 0;
     k.k_per_token = p.k_granularity == INT8ATTN_GRANULARITY_PER_TOKEN;
@@ -256,8 +239,8 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.chain = dev.cc_major >= 9;
 
     const size_t kbytes = exact ? 2 : 1, vbytes = fast ? 1 : 2;
-    k.partials = ws.take<float>(static_cast<size_t>(
-        kv_stats_partial_floats(static_cast<int>(heads), a.Nk, balance ? a.Nq : 0, plan.dpad)));
+    k.partials = ws.take<float>(
+        static_cast<size_t>(kv_stats_partial_floats(static_cast<int>(heads), plan.dpad)));
     k.k_mean = ws.take<float>(heads * plan.dpad);
     k.v_mean = ws.take<float>(heads * plan.dpad);
     k.v_scale = ws.take<float>(heads * plan.dpad);

@@ -1,14 +1,14 @@
 // GPU K/V cache (see kv_cache_cuda.h). K is stored per token (scales per key, so appends never
 // re-quantize earlier tokens); the smoothing means and V's per-channel scales are fixed by the
 // first append, with qm::kCacheHeadroom of range for later values.
-#include "host/kv_cache_cuda.h"
+#include "cuda/host/kv_cache_cuda.h"
 
 #include <string>
 
 #include "common/quant_math.h"
 #include "core/error.h"
-#include "host/cuda_check.h"
-#include "kernels/prepare_kv.h"
+#include "cuda/host/cuda_check.h"
+#include "cuda/common/prepare_kv.h"
 
 namespace int8attn {
 namespace {
@@ -20,7 +20,7 @@ class CudaKvCache final : public KvCacheImpl {
     dpad_ = static_cast<int>((spec.D + 31) / 32 * 32);
     cap_pad_ = (spec.capacity + 63) / 64 * 64;
     heads_ = spec.B * spec.Hkv;
-    const size_t vbytes = spec.mode == INT8ATTN_MODE_FAST ? 1 : 2;
+    const size_t vbytes = fp8_pv(spec.mode) ? 1 : 2;
     k_.resize(static_cast<size_t>(heads_ * cap_pad_ * dpad_));
     k_scale_.resize(static_cast<size_t>(heads_ * cap_pad_) * sizeof(float));
     v_.resize(static_cast<size_t>(heads_ * cap_pad_ * dpad_) * vbytes);
@@ -75,7 +75,7 @@ class CudaKvCache final : public KvCacheImpl {
     const cudaStream_t s = static_cast<cudaStream_t>(a.stream);
     DeviceGuard guard(spec_.device_id);
     if (length_ == 0) {
-      const int64_t floats = kv_stats_partial_floats(static_cast<int>(heads_), p.n, 0, dpad_);
+      const int64_t floats = kv_stats_partial_floats(static_cast<int>(heads_), dpad_);
       p.partials = static_cast<float*>(backend_.workspace(floats * sizeof(float)));
       cuda_check(launch_kv_stats_reduce(p, s), "cache statistics kernel launch");
     }

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "core/backend.h"
-#include "kernels/attention_params.h"
+#include "cuda/common/attention_params.h"
 
 namespace int8attn {
 

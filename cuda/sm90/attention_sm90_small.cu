@@ -1,15 +1,17 @@
 // The small-problem path's instantiations for sm_90a (thread-block clusters): BALANCED and FAST
-// at every padded head dim, fp16 and bf16 inputs. See kernels/attention_small.h.
-#include "kernels/attention_small.h"
-#include "kernels/attention_small_kernel.cuh"
+// at every padded head dim, fp16 and bf16 inputs. See attention_small.h.
+#include "cuda/sm90/attention_small.h"
+#include "cuda/sm90/attention_small_kernel.cuh"
+#include "cuda/common/head_dims.h"
 
 namespace int8attn {
 namespace {
 
-template <int DPAD, int MODE, bool BF16, int ROWS>
+template <int DPAD, Mode MODE, bool BF16, int ROWS>
 cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
   const auto kernel = small::attention_small_kernel<DPAD, MODE, BF16, ROWS>;
-  const SmallLayout lay = small_layout(DPAD, p.a.D, p.nkp, p.kc, ROWS, p.stats_by_copy ? p.cluster : 0);
+  const SmallLayout lay =
+      small_layout(DPAD, p.a.D, p.nkp, p.kc, ROWS, p.stats_by_copy ? p.cluster : 0);
   if (lay.total > kSmallMaxSmem || p.cluster < 1 || p.cluster > kSmallMaxCluster)
     return cudaErrorInvalidValue;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -31,7 +33,7 @@ cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
 }
 
 // 64 query rows per CTA, or 32 (not at dpad 32: a warp's Q pass there covers 8 rows).
-template <int DPAD, int MODE, bool BF16>
+template <int DPAD, Mode MODE, bool BF16>
 cudaError_t launch_rows(const SmallAttnParams& p, cudaStream_t s) {
   if (p.rows == 64) return launch<DPAD, MODE, BF16, 64>(p, s);
   if constexpr (DPAD >= 64) {
@@ -40,19 +42,10 @@ cudaError_t launch_rows(const SmallAttnParams& p, cudaStream_t s) {
   return cudaErrorInvalidValue;
 }
 
-template <int MODE, bool BF16>
+template <Mode MODE, bool BF16>
 cudaError_t launch_dpad(const SmallAttnParams& p, int dpad, cudaStream_t s) {
-  switch (dpad) {
-    case 32: return launch_rows<32, MODE, BF16>(p, s);
-    case 64: return launch_rows<64, MODE, BF16>(p, s);
-    case 96: return launch_rows<96, MODE, BF16>(p, s);
-    case 128: return launch_rows<128, MODE, BF16>(p, s);
-    case 160: return launch_rows<160, MODE, BF16>(p, s);
-    case 192: return launch_rows<192, MODE, BF16>(p, s);
-    case 224: return launch_rows<224, MODE, BF16>(p, s);
-    case 256: return launch_rows<256, MODE, BF16>(p, s);
-    default: return cudaErrorInvalidValue;
-  }
+  return SmallHeadDims::dispatch(dpad,
+                                 [&](auto d) { return launch_rows<d.value, MODE, BF16>(p, s); });
 }
 
 }  // namespace
@@ -60,7 +53,7 @@ cudaError_t launch_dpad(const SmallAttnParams& p, int dpad, cudaStream_t s) {
 int small_max_active_clusters(int cluster) {
   // Any instance will do: all run one 256-thread CTA per SM (registers); the most shared memory
   // makes that so for this query too.
-  const auto kernel = small::attention_small_kernel<64, kModeFast, false, 32>;
+  const auto kernel = small::attention_small_kernel<64, Mode::kFast, false, 32>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmallMaxSmem)) != cudaSuccess)
     return 0;
@@ -83,14 +76,15 @@ int small_max_active_clusters(int cluster) {
   return n;
 }
 
-cudaError_t launch_attention_sm90_small(const SmallAttnParams& p, int dpad, int mode,
+cudaError_t launch_attention_sm90_small(const SmallAttnParams& p, int dpad, Mode mode,
                                         cudaStream_t s) {
-  const bool bf16 = p.a.dtype == 2;
-  if (mode == kModeFast)
-    return bf16 ? launch_dpad<kModeFast, true>(p, dpad, s) : launch_dpad<kModeFast, false>(p, dpad, s);
-  if (mode == kModeBalanced)
-    return bf16 ? launch_dpad<kModeBalanced, true>(p, dpad, s)
-                : launch_dpad<kModeBalanced, false>(p, dpad, s);
+  const bool bf16 = p.a.dtype == DType::kBF16;
+  if (mode == Mode::kFast)
+    return bf16 ? launch_dpad<Mode::kFast, true>(p, dpad, s)
+                : launch_dpad<Mode::kFast, false>(p, dpad, s);
+  if (mode == Mode::kBalanced)
+    return bf16 ? launch_dpad<Mode::kBalanced, true>(p, dpad, s)
+                : launch_dpad<Mode::kBalanced, false>(p, dpad, s);
   return cudaErrorInvalidValue;
 }
 

@@ -1,13 +1,13 @@
-// Launcher of the warp-specialised sm90a kernel (kernels/attention_sm90_kernel.cuh): describes
+// Launcher of the warp-specialised sm90a kernel (attention_wgmma_kernel.cuh): describes
 // the canonical K/V buffers to the TMA unit (tensor maps, encoded on the host per call: pure
 // host work, no driver round trip, so CUDA-graph capture is unaffected) and launches.
 #include <cuda.h>
 
 #include <atomic>
 
-#include "host/launch.h"
-#include "kernels/attention_launchers.h"
-#include "kernels/attention_sm90_kernel.cuh"
+#include "cuda/common/launch.cuh"
+#include "cuda/common/attention_launchers.h"
+#include "cuda/sm90/attention_wgmma_kernel.cuh"
 
 namespace int8attn {
 namespace {
@@ -45,13 +45,13 @@ cudaError_t map_3d(CUtensorMap* map, CUtensorMapDataType type, const void* base,
   const EncodeTiledFn encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
   const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, type, 3, const_cast<void*>(base), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+  const CUresult r = encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-template <int DPAD, int MODE>
+template <int DPAD, Mode MODE>
 cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   // K scales per 64-key block take the per-score scale multiply out of the softmax.
   constexpr auto kernel_of = [](bool k_per_block) {
@@ -62,8 +62,8 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   Sm90AttnParams P;
   P.a = a;
   // Canonical heads in the buffers: the largest kv-head index + 1.
-  const cuuint64_t heads = static_cast<cuuint64_t>((a.B - 1) * a.kv_batch_stride +
-                                                   (a.Hkv - 1) * a.kv_head_stride + 1);
+  const cuuint64_t heads =
+      static_cast<cuuint64_t>((a.B - 1) * a.kv_batch_stride + (a.Hkv - 1) * a.kv_head_stride + 1);
   const cuuint64_t nk = static_cast<cuuint64_t>(a.nk_pad);
   // K tiles are loaded one column slab (T::KTile::kSpan bytes of every key) per TMA copy.
   constexpr int kSpan = T::KTile::kSpan;
@@ -73,9 +73,9 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
                            : kSpan == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
                                          : CU_TENSOR_MAP_SWIZZLE_32B);
   if (err != cudaSuccess) return err;
-  if constexpr (MODE == kModeFast)
-    err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads},
-                 {nk, nk * DPAD}, {kSm90BlockN, DPAD, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
+  if constexpr (MODE == Mode::kFast)
+    err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads}, {nk, nk * DPAD},
+                 {kSm90BlockN, DPAD, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
   else  // one channel block (T::VTile::kSpan bytes of every key) per TMA copy
     err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
                  {DPAD * 2, nk * DPAD * 2}, {T::VTile::kSpan / 2, kSm90BlockN, 1},
@@ -91,18 +91,13 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, int mode,
+cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, Mode mode,
                                         cudaStream_t s) {
-  if (mode != kModeFast && mode != kModeBalanced) return cudaErrorInvalidValue;
-  const bool fast = mode == kModeFast;
-  switch (dpad) {  // the head dims of sm90_wgmma_head_dim
-    case 64: return fast ? launch<64, kModeFast>(p, s) : launch<64, kModeBalanced>(p, s);
-    case 96: return fast ? launch<96, kModeFast>(p, s) : launch<96, kModeBalanced>(p, s);
-    case 128: return fast ? launch<128, kModeFast>(p, s) : launch<128, kModeBalanced>(p, s);
-    case 160: return fast ? launch<160, kModeFast>(p, s) : launch<160, kModeBalanced>(p, s);
-    case 192: return fast ? launch<192, kModeFast>(p, s) : launch<192, kModeBalanced>(p, s);
-    default: return cudaErrorInvalidValue;
-  }
+  if (mode != Mode::kFast && mode != Mode::kBalanced) return cudaErrorInvalidValue;
+  return WgmmaHeadDims::dispatch(dpad, [&](auto d) {
+    return mode == Mode::kFast ? launch<d.value, Mode::kFast>(p, s)
+                               : launch<d.value, Mode::kBalanced>(p, s);
+  });
 }
 
 }  // namespace int8attn

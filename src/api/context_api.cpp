@@ -23,17 +23,17 @@ INT8ATTN_API int8attn_status_t int8attn_context_create(int8attn_context_t** cont
     int8attn_context_params_t p = context_params_defaults();
     copy_params(p, params, "params");
     INT8ATTN_REQUIRE(p.num_threads >= 0, INT8ATTN_ERROR_BAD_VALUE,
-            "params->num_threads is " + std::to_string(p.num_threads) +
-                "; must be >= 0 (0 = all hardware threads)");
+                     "params->num_threads is " + std::to_string(p.num_threads) +
+                         "; must be >= 0 (0 = all hardware threads)");
     INT8ATTN_REQUIRE(p.device_id >= 0, INT8ATTN_ERROR_BAD_DEVICE,
-            "params->device_id is " + std::to_string(p.device_id) + "; must be >= 0");
+                     "params->device_id is " + std::to_string(p.device_id) + "; must be >= 0");
     INT8ATTN_REQUIRE(p.reserved0 == 0, INT8ATTN_ERROR_BAD_VALUE,
-            "params->reserved0 is " + std::to_string(p.reserved0) + "; must be 0");
+                     "params->reserved0 is " + std::to_string(p.reserved0) + "; must be 0");
     if (cuda_compiled_in()) {
       const int n = cuda_device_count();
       INT8ATTN_REQUIRE(n == 0 || p.device_id < n, INT8ATTN_ERROR_BAD_DEVICE,
-              "params->device_id is " + std::to_string(p.device_id) + " but only " +
-                  std::to_string(n) + " CUDA device(s) exist");
+                       "params->device_id is " + std::to_string(p.device_id) + " but only " +
+                           std::to_string(n) + " CUDA device(s) exist");
     }
     auto ctx = std::make_unique<int8attn_context>(p.device_id, p.num_threads);
     // An up-front device workspace (CUDA builds with a device; otherwise nothing to reserve).
@@ -84,8 +84,8 @@ INT8ATTN_API int8attn_status_t int8attn_policy_create(int8attn_policy_t** policy
 
 INT8ATTN_API void int8attn_policy_destroy(int8attn_policy_t* policy) { delete policy; }
 
-INT8ATTN_API int8attn_status_t int8attn_policy_set_mode(int8attn_policy_t* policy,
-                                                        int32_t timestep, int32_t mode) {
+INT8ATTN_API int8attn_status_t int8attn_policy_set_mode(int8attn_policy_t* policy, int32_t timestep,
+                                                        int32_t mode) {
   return api::guard([&] {
     api::require_ptr(policy, "policy");
     policy->set_mode(timestep, mode);

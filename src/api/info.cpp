@@ -40,12 +40,13 @@ INT8ATTN_API int8attn_status_t int8attn_device_describe(char* buffer, size_t buf
   return api::guard([&] {
     api::require_ptr(buffer, "buffer");
     INT8ATTN_REQUIRE(buffer_size >= 1, INT8ATTN_ERROR_BAD_VALUE, "buffer_size is 0; must be >= 1");
-    INT8ATTN_REQUIRE(cuda_compiled_in(), INT8ATTN_ERROR_BACKEND_UNAVAILABLE,
-            "this build of int8attn has no CUDA backend, so there are no devices to describe");
+    INT8ATTN_REQUIRE(
+        cuda_compiled_in(), INT8ATTN_ERROR_BACKEND_UNAVAILABLE,
+        "this build of int8attn has no CUDA backend, so there are no devices to describe");
     const int n = cuda_device_count();
     INT8ATTN_REQUIRE(device_id >= 0 && device_id < n, INT8ATTN_ERROR_BAD_DEVICE,
-            "device_id is " + std::to_string(device_id) + "; " + std::to_string(n) +
-                " CUDA device(s) found");
+                     "device_id is " + std::to_string(device_id) + "; " + std::to_string(n) +
+                         " CUDA device(s) found");
     const std::string s = cuda_device_describe(device_id);
     const size_t m = s.size() < buffer_size - 1 ? s.size() : buffer_size - 1;
     std::memcpy(buffer, s.data(), m);
@@ -56,13 +57,12 @@ INT8ATTN_API int8attn_status_t int8attn_device_describe(char* buffer, size_t buf
 INT8ATTN_API int8attn_status_t int8attn_tensor_init_contiguous(int8attn_tensor_t* tensor,
                                                                void* data, int32_t device_type,
                                                                int32_t device_id, int32_t dtype,
-                                                               int32_t rank,
-                                                               const int64_t* shape) {
+                                                               int32_t rank, const int64_t* shape) {
   return api::guard([&] {
     api::require_ptr(tensor, "tensor");
     INT8ATTN_REQUIRE(rank >= 1 && rank <= INT8ATTN_MAX_RANK, INT8ATTN_ERROR_BAD_SHAPE,
-            "rank is " + std::to_string(rank) + "; must be in [1, " +
-                std::to_string(INT8ATTN_MAX_RANK) + "]");
+                     "rank is " + std::to_string(rank) + "; must be in [1, " +
+                         std::to_string(INT8ATTN_MAX_RANK) + "]");
     api::require_ptr(shape, "shape");
     int8attn_tensor_t t;
     std::memset(&t, 0, sizeof t);
@@ -74,12 +74,12 @@ INT8ATTN_API int8attn_status_t int8attn_tensor_init_contiguous(int8attn_tensor_t
     int64_t stride = 1;
     for (int i = rank - 1; i >= 0; --i) {
       INT8ATTN_REQUIRE(shape[i] >= 1, INT8ATTN_ERROR_BAD_SHAPE,
-              "shape[" + std::to_string(i) + "] is " + std::to_string(shape[i]) +
-                  "; sizes must be >= 1");
+                       "shape[" + std::to_string(i) + "] is " + std::to_string(shape[i]) +
+                           "; sizes must be >= 1");
       t.shape[i] = shape[i];
       t.strides[i] = stride;
       INT8ATTN_REQUIRE(stride <= kMaxBytes / shape[i], INT8ATTN_ERROR_SIZE_OVERFLOW,
-              "shape " + format_dims(shape, rank) + " has more than 2^60 elements");
+                       "shape " + format_dims(shape, rank) + " has more than 2^60 elements");
       stride *= shape[i];
     }
     *tensor = t;

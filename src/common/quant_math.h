@@ -18,6 +18,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+
+#include "int8attn.h"
 
 #if defined(__CUDACC__)
 #define I8A_HD __host__ __device__ __forceinline__
@@ -28,13 +31,13 @@
 namespace int8attn {
 namespace qm {
 
-constexpr int kQuantBlock = 64;          // tokens per scale in INT8ATTN_GRANULARITY_PER_BLOCK
+constexpr int kQuantBlock = INT8ATTN_QUANT_BLOCK;  // tokens per scale, GRANULARITY_PER_BLOCK
 constexpr float kInt8Max = 127.0f;
-constexpr float kFp8Max = 448.0f;        // largest finite E4M3 value
-constexpr float kFp16VTarget = 16384.0f; // |ṽ| bound for fp16 V: 4x headroom under 65504
-constexpr float kForwardHeadroom = 1.0f; // V range margin in forward (range is known exactly)
-constexpr float kCacheHeadroom = 64.0f;  // V range margin in a cache (later appends may grow it)
-constexpr float kMinScale = 1e-30f;      // below this a group is treated as all-zero
+constexpr float kFp8Max = 448.0f;         // largest finite E4M3 value
+constexpr float kFp16VTarget = 16384.0f;  // |ṽ| bound for fp16 V: 4x headroom under 65504
+constexpr float kForwardHeadroom = 1.0f;  // V range margin in forward (range is known exactly)
+constexpr float kCacheHeadroom = 64.0f;   // V range margin in a cache (later appends may grow it)
+constexpr float kMinScale = 1e-30f;       // below this a group is treated as all-zero
 constexpr float kLog2e = 1.4426950408889634f;
 
 // INT8 scale for a group whose largest magnitude is `absmax`.
@@ -66,21 +69,53 @@ I8A_HD float v_scale(float absmax_centered, bool fp8, float headroom) {
   return (s > kMinScale && s < 3.0e38f) ? s : 1.0f;
 }
 
+// One channel of one head's K/V statistics over its valid keys (`valid` of them).
+struct ChannelStats {
+  float sum_k = 0.0f, max_k = 0.0f, min_k = 0.0f;
+  float sum_v = 0.0f, max_v = 0.0f, min_v = 0.0f;
+  float q_absmax = 0.0f;  // max |q| of the channel over the queries that use the head (balancing)
+  int valid = 0;
+};
+
+// The per-channel constants of K/V preparation, computed from the statistics by the CPU backend,
+// the GPU's preparation kernels and the K/V caches alike: the K and V means (0 unless smoothing),
+// the V scale σ (range around the mean), and the balancing factor α (1 unless balancing).
+struct ChannelConsts {
+  float mu_k = 0.0f, mu_v = 0.0f, v_scale = 1.0f, alpha = 1.0f;
+};
+I8A_HD ChannelConsts channel_consts(const ChannelStats& s, bool smooth_k, bool smooth_v, bool fp8,
+                                    float headroom, bool balance) {
+  ChannelConsts c;
+  if (s.valid <= 0) {
+    c.v_scale = v_scale(0.0f, fp8, headroom);
+    return c;
+  }
+  const float n = static_cast<float>(s.valid);
+  c.mu_k = smooth_k ? s.sum_k / n : 0.0f;
+  c.mu_v = smooth_v ? s.sum_v / n : 0.0f;
+  const float vabs = fmaxf(s.max_v - c.mu_v, c.mu_v - s.min_v);
+  c.v_scale = v_scale(vabs, fp8, headroom);
+  if (balance) c.alpha = balance_factor(s.q_absmax, fmaxf(s.max_k - c.mu_k, c.mu_k - s.min_k));
+  return c;
+}
+
 // Host emulation of float -> E4M3 -> float with round-to-nearest-even and saturation to ±448,
-// the conversion the GPU does with __NV_SATFINITE. (Device code uses the hardware conversion.)
+// the conversion the GPU does with __NV_SATFINITE (device code uses the hardware conversion).
+// Normal range: the float's mantissa rounded to 3 bits in its bit pattern; below the smallest
+// normal (2^-6), steps of 2^-9. The CPU backend's FAST path calls it for every P and V value.
 inline float fp8_e4m3_round(float x) {
   if (std::isnan(x)) return x;
   const float a = std::fabs(x);
   float r;
   if (a >= kFp8Max) {
     r = kFp8Max;
-  } else if (a < 0.015625f) {  // below the smallest normal 2^-6: subnormal step 2^-9
-    r = std::rint(a * 512.0f) / 512.0f;
+  } else if (a < 0.015625f) {
+    r = std::nearbyint(a * 512.0f) * (1.0f / 512.0f);
   } else {
-    int e;
-    std::frexp(a, &e);                        // a = f·2^e, f in [0.5, 1)
-    const float step = std::ldexp(1.0f, e - 4);  // 3 mantissa bits: step 2^(e-1-3)
-    r = std::rint(a / step) * step;
+    uint32_t u;
+    std::memcpy(&u, &a, sizeof u);
+    u = (u + 0x7ffffu + ((u >> 20) & 1u)) & 0xfff00000u;
+    std::memcpy(&r, &u, sizeof r);
     if (r > kFp8Max) r = kFp8Max;
   }
   return std::signbit(x) ? -r : r;

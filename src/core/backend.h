@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/problem.h"
+#include "common/problem.h"
 
 namespace int8attn {
 
@@ -39,6 +39,9 @@ class Backend {
   // once reserved). Returns a pointer valid until the next call that grows it.
   virtual void* workspace(size_t bytes) = 0;
   virtual void synchronize(void* stream) = 0;
+  // Whether FAST's FP8 P·V runs here (the CPU emulates it; GPUs need FP8 tensor cores and
+  // kernels compiled for them). The core maps FAST to BALANCED where not (common/modes.h).
+  virtual bool fp8_available() const = 0;
 };
 
 // Factories. The CPU backend always exists; the CUDA one exists when the build has CUDA

@@ -47,14 +47,14 @@ Backend& Context::backend(int32_t device_type, const char* what) {
       }
       const int n = cuda_device_count();
       if (n <= 0) {
-        throw Error(INT8ATTN_ERROR_BACKEND_UNAVAILABLE,
-                    std::string(what) +
-                        ": is in CUDA memory but no CUDA device (or driver) was found");
+        throw Error(
+            INT8ATTN_ERROR_BACKEND_UNAVAILABLE,
+            std::string(what) + ": is in CUDA memory but no CUDA device (or driver) was found");
       }
       if (device_id_ >= n) {
-        throw Error(INT8ATTN_ERROR_BAD_DEVICE,
-                    "context: device_id is " + std::to_string(device_id_) + " but only " +
-                        std::to_string(n) + " CUDA device(s) exist");
+        throw Error(INT8ATTN_ERROR_BAD_DEVICE, "context: device_id is " +
+                                                   std::to_string(device_id_) + " but only " +
+                                                   std::to_string(n) + " CUDA device(s) exist");
       }
       cuda_ = make_cuda_backend(device_id_);
     }
@@ -93,7 +93,7 @@ void Context::forward(AttnProblem& p, void* caller_workspace, uint64_t caller_wo
 
 void Context::reserve_workspace(int32_t device_type, uint64_t bytes) {
   INT8ATTN_REQUIRE(bytes <= static_cast<uint64_t>(SIZE_MAX / 2), INT8ATTN_ERROR_SIZE_OVERFLOW,
-          "bytes is " + std::to_string(bytes) + "; too large for this platform");
+                   "bytes is " + std::to_string(bytes) + "; too large for this platform");
   if (device_type != INT8ATTN_DEVICE_CPU && device_type != INT8ATTN_DEVICE_CUDA) {
     throw Error(INT8ATTN_ERROR_BAD_DEVICE,
                 "device_type is " + std::to_string(device_type) +

@@ -7,7 +7,7 @@
 #include <mutex>
 
 #include "core/backend.h"
-#include "core/problem.h"
+#include "common/problem.h"
 #include "int8attn.h"
 
 namespace int8attn {

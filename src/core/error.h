@@ -22,9 +22,9 @@ class Error : public std::runtime_error {
 // Throw an Error when `condition` is false. `message` should name the argument and the value;
 // it is evaluated only then: the checks run on every call, and building their messages eagerly
 // cost tens of microseconds of host time per attention call.
-#define INT8ATTN_REQUIRE(condition, status, message)                  \
-  do {                                                                \
-    if (!(condition)) throw ::int8attn::Error((status), (message));   \
+#define INT8ATTN_REQUIRE(condition, status, message)                \
+  do {                                                              \
+    if (!(condition)) throw ::int8attn::Error((status), (message)); \
   } while (0)
 
 }  // namespace int8attn

@@ -14,12 +14,12 @@ uint32_t resolve_flags(uint32_t flags, const char* name) {
   const uint32_t known = INT8ATTN_FLAG_SMOOTH_K | INT8ATTN_FLAG_SMOOTH_V |
                          INT8ATTN_FLAG_BALANCE_CHANNELS | INT8ATTN_FLAG_EXPLICIT;
   if (flags & ~known) {
-    throw Error(INT8ATTN_ERROR_BAD_VALUE,
-                std::string(name) + " is 0x" + [&] {
-                  char buf[16];
-                  snprintf(buf, sizeof buf, "%x", flags);
-                  return std::string(buf);
-                }() + "; unknown bits are set (known: SMOOTH_K, SMOOTH_V, BALANCE_CHANNELS, EXPLICIT)");
+    throw Error(
+        INT8ATTN_ERROR_BAD_VALUE, std::string(name) + " is 0x" + [&] {
+          char buf[16];
+          snprintf(buf, sizeof buf, "%x", flags);
+          return std::string(buf);
+        }() + "; unknown bits are set (known: SMOOTH_K, SMOOTH_V, BALANCE_CHANNELS, EXPLICIT)");
   }
   if (!(flags & INT8ATTN_FLAG_EXPLICIT)) flags |= INT8ATTN_FLAG_SMOOTH_K | INT8ATTN_FLAG_SMOOTH_V;
   return flags & ~static_cast<uint32_t>(INT8ATTN_FLAG_EXPLICIT);
@@ -48,10 +48,10 @@ namespace {
 
 void check_count(int64_t v, const char* name) {
   INT8ATTN_REQUIRE(v >= 1, INT8ATTN_ERROR_BAD_SHAPE,
-          std::string(name) + " is " + std::to_string(v) + "; must be >= 1");
-  INT8ATTN_REQUIRE(v <= kMaxDim, INT8ATTN_ERROR_SIZE_OVERFLOW,
-          std::string(name) + " is " + std::to_string(v) + "; must be <= " +
-              std::to_string(kMaxDim));
+                   std::string(name) + " is " + std::to_string(v) + "; must be >= 1");
+  INT8ATTN_REQUIRE(
+      v <= kMaxDim, INT8ATTN_ERROR_SIZE_OVERFLOW,
+      std::string(name) + " is " + std::to_string(v) + "; must be <= " + std::to_string(kMaxDim));
 }
 
 }  // namespace
@@ -74,10 +74,11 @@ KvCache::KvCache(Context& ctx, const int8attn_kv_cache_params_t& prm) : ctx_(&ct
   {
     int64_t n = prm.batch;
     for (int64_t f : {prm.num_kv_heads, prm.capacity, prm.head_dim}) {
-      INT8ATTN_REQUIRE(n <= kMaxBytes / 4 / f, INT8ATTN_ERROR_SIZE_OVERFLOW,
-              "params: batch·num_kv_heads·capacity·head_dim = " + std::to_string(prm.batch) +
-                  "·" + std::to_string(prm.num_kv_heads) + "·" + std::to_string(prm.capacity) +
-                  "·" + std::to_string(prm.head_dim) + " is too large");
+      INT8ATTN_REQUIRE(
+          n <= kMaxBytes / 4 / f, INT8ATTN_ERROR_SIZE_OVERFLOW,
+          "params: batch·num_kv_heads·capacity·head_dim = " + std::to_string(prm.batch) + "·" +
+              std::to_string(prm.num_kv_heads) + "·" + std::to_string(prm.capacity) + "·" +
+              std::to_string(prm.head_dim) + " is too large");
       n *= f;
     }
   }
@@ -88,18 +89,25 @@ KvCache::KvCache(Context& ctx, const int8attn_kv_cache_params_t& prm) : ctx_(&ct
                     "; a cache holds INT8ATTN_MODE_BALANCED (2) or FAST (3) data");
   }
   const uint32_t flags = resolve_flags(prm.flags, "params->flags");
-  INT8ATTN_REQUIRE((flags & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
-          "params->flags: INT8ATTN_FLAG_BALANCE_CHANNELS is not supported for a cache (it needs "
-          "the queries when K is quantized)");
+  INT8ATTN_REQUIRE(
+      (flags & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
+      "params->flags: INT8ATTN_FLAG_BALANCE_CHANNELS is not supported for a cache (it needs "
+      "the queries when K is quantized)");
   spec_.device_type = prm.device_type;
   spec_.device_id = prm.device_type == INT8ATTN_DEVICE_CUDA ? ctx.device_id() : 0;
   spec_.B = prm.batch;
   spec_.Hkv = prm.num_kv_heads;
   spec_.capacity = prm.capacity;
   spec_.D = prm.head_dim;
-  spec_.mode = mode;
+  spec_.mode = static_cast<Mode>(mode);
   spec_.flags = flags;
-  impl_ = ctx.backend(prm.device_type, "params->device_type").create_cache(spec_, prm.stream);
+  Backend& backend = ctx.backend(prm.device_type, "params->device_type");
+  // A cache stores its V in its mode's layout, so FAST cannot fall back to BALANCED per call.
+  INT8ATTN_REQUIRE(runnable_mode(spec_.mode, backend.fp8_available()) == spec_.mode,
+                   INT8ATTN_ERROR_UNSUPPORTED_MODE,
+                   "params->mode: a FAST (FP8) K/V cache needs FP8 tensor cores (sm89 or newer), "
+                   "which this device lacks: use INT8ATTN_MODE_BALANCED");
+  impl_ = backend.create_cache(spec_, prm.stream);
   INT8ATTN_REQUIRE(impl_ != nullptr, INT8ATTN_ERROR_INTERNAL, "backend returned no cache");
 }
 
@@ -133,7 +141,7 @@ void KvCache::append(const int8attn_tensor_t* k, const int8attn_tensor_t* v, voi
   }
   CacheAppend a;
   a.n = n;
-  a.dtype = k->dtype;
+  a.dtype = static_cast<DType>(k->dtype);
   a.k.data = k->data;
   a.v.data = v->data;
   for (int i = 0; i < 4; ++i) {

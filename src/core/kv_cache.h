@@ -5,7 +5,7 @@
 
 #include "core/backend.h"
 #include "core/context.h"
-#include "core/problem.h"
+#include "common/problem.h"
 #include "int8attn.h"
 
 namespace int8attn {

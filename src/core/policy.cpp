@@ -26,8 +26,7 @@ int8attn_policy_params_t policy_params_defaults() {
 }
 
 void check_concrete_mode(int32_t mode, const char* name) {
-  if (mode != INT8ATTN_MODE_EXACT && mode != INT8ATTN_MODE_BALANCED &&
-      mode != INT8ATTN_MODE_FAST) {
+  if (mode != INT8ATTN_MODE_EXACT && mode != INT8ATTN_MODE_BALANCED && mode != INT8ATTN_MODE_FAST) {
     throw Error(INT8ATTN_ERROR_UNSUPPORTED_MODE,
                 std::string(name) + " is " + std::to_string(mode) +
                     "; must be INT8ATTN_MODE_EXACT (1), BALANCED (2) or FAST (3)");
@@ -35,30 +34,33 @@ void check_concrete_mode(int32_t mode, const char* name) {
 }
 
 Policy::Policy(const int8attn_policy_params_t& p) {
-  INT8ATTN_REQUIRE(p.num_timesteps >= 0, INT8ATTN_ERROR_BAD_VALUE,
-          "params->num_timesteps is " + std::to_string(p.num_timesteps) + "; must be >= 0");
+  INT8ATTN_REQUIRE(
+      p.num_timesteps >= 0, INT8ATTN_ERROR_BAD_VALUE,
+      "params->num_timesteps is " + std::to_string(p.num_timesteps) + "; must be >= 0");
   INT8ATTN_REQUIRE(p.num_sigmas >= 0, INT8ATTN_ERROR_BAD_VALUE,
-          "params->num_sigmas is " + std::to_string(p.num_sigmas) + "; must be >= 0");
+                   "params->num_sigmas is " + std::to_string(p.num_sigmas) + "; must be >= 0");
   INT8ATTN_REQUIRE(p.num_sigmas == 0 || p.sigmas != nullptr, INT8ATTN_ERROR_NULL_POINTER,
-          "params->sigmas is NULL but num_sigmas is " + std::to_string(p.num_sigmas));
+                   "params->sigmas is NULL but num_sigmas is " + std::to_string(p.num_sigmas));
   const int32_t ns = p.sigmas ? p.num_sigmas : 0;
   int32_t T = p.num_timesteps;
   if (T == 0) T = ns;
   INT8ATTN_REQUIRE(T > 0, INT8ATTN_ERROR_BAD_VALUE,
-          "params: no steps (num_timesteps is 0 and no sigmas are given)");
+                   "params: no steps (num_timesteps is 0 and no sigmas are given)");
   INT8ATTN_REQUIRE(ns == 0 || ns == T, INT8ATTN_ERROR_BAD_VALUE,
-          "params->num_sigmas is " + std::to_string(ns) + " but num_timesteps is " +
-              std::to_string(p.num_timesteps) + "; give one sigma per step");
+                   "params->num_sigmas is " + std::to_string(ns) + " but num_timesteps is " +
+                       std::to_string(p.num_timesteps) + "; give one sigma per step");
   check_concrete_mode(p.default_mode, "params->default_mode");
   check_concrete_mode(p.edge_mode, "params->edge_mode");
-  INT8ATTN_REQUIRE(p.num_first_edge >= 0, INT8ATTN_ERROR_BAD_VALUE,
-          "params->num_first_edge is " + std::to_string(p.num_first_edge) + "; must be >= 0");
-  INT8ATTN_REQUIRE(p.num_last_edge >= 0, INT8ATTN_ERROR_BAD_VALUE,
-          "params->num_last_edge is " + std::to_string(p.num_last_edge) + "; must be >= 0");
+  INT8ATTN_REQUIRE(
+      p.num_first_edge >= 0, INT8ATTN_ERROR_BAD_VALUE,
+      "params->num_first_edge is " + std::to_string(p.num_first_edge) + "; must be >= 0");
+  INT8ATTN_REQUIRE(
+      p.num_last_edge >= 0, INT8ATTN_ERROR_BAD_VALUE,
+      "params->num_last_edge is " + std::to_string(p.num_last_edge) + "; must be >= 0");
   INT8ATTN_REQUIRE(!std::isnan(p.sigma_edge_above), INT8ATTN_ERROR_BAD_VALUE,
-          "params->sigma_edge_above is NaN");
+                   "params->sigma_edge_above is NaN");
   INT8ATTN_REQUIRE(!std::isnan(p.sigma_edge_below), INT8ATTN_ERROR_BAD_VALUE,
-          "params->sigma_edge_below is NaN");
+                   "params->sigma_edge_below is NaN");
 
   modes_.assign(static_cast<size_t>(T), p.default_mode);
   multipliers_.assign(static_cast<size_t>(T), 1.0f);
@@ -67,8 +69,7 @@ Policy::Policy(const int8attn_policy_params_t& p) {
     if (ns > 0) {
       const float s = p.sigmas[t];
       if (std::isnan(s)) {
-        throw Error(INT8ATTN_ERROR_BAD_VALUE,
-                    "params->sigmas[" + std::to_string(t) + "] is NaN");
+        throw Error(INT8ATTN_ERROR_BAD_VALUE, "params->sigmas[" + std::to_string(t) + "] is NaN");
       }
       // +inf (default) switches the upper threshold off, <= 0 (default) the lower one.
       if (std::isfinite(p.sigma_edge_above) && s >= p.sigma_edge_above) edge = true;
@@ -89,8 +90,8 @@ Policy::Policy(const int8attn_policy_params_t& p) {
 
 void Policy::check_step(int32_t timestep, const char* name) const {
   INT8ATTN_REQUIRE(timestep >= 0 && timestep < num_timesteps(), INT8ATTN_ERROR_BAD_VALUE,
-          std::string(name) + " is " + std::to_string(timestep) + "; the policy has steps [0, " +
-              std::to_string(num_timesteps()) + ")");
+                   std::string(name) + " is " + std::to_string(timestep) +
+                       "; the policy has steps [0, " + std::to_string(num_timesteps()) + ")");
 }
 
 int32_t Policy::mode(int32_t timestep) const {

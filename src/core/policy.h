@@ -15,8 +15,8 @@ class Policy {
   explicit Policy(const int8attn_policy_params_t& p);
 
   int32_t num_timesteps() const { return static_cast<int32_t>(modes_.size()); }
-  int32_t mode(int32_t timestep) const;          // throws BAD_VALUE for a bad step
-  float multiplier(int32_t timestep) const;      // throws BAD_VALUE for a bad step
+  int32_t mode(int32_t timestep) const;      // throws BAD_VALUE for a bad step
+  float multiplier(int32_t timestep) const;  // throws BAD_VALUE for a bad step
   void set_mode(int32_t timestep, int32_t mode);
 
  private:

@@ -23,8 +23,8 @@ int8attn_forward_params_t forward_params_defaults() {
   p.scale_multiplier = 1.0f;
   p.k_lengths = nullptr;
   p.block_mask = nullptr;
-  p.mask_q_block = 128;
-  p.mask_k_block = 64;
+  p.mask_q_block = INT8ATTN_MASK_Q_BLOCK_DEFAULT;
+  p.mask_k_block = INT8ATTN_MASK_K_BLOCK_DEFAULT;
   p.lse = nullptr;
   p.policy = nullptr;
   p.timestep = 0;
@@ -48,8 +48,8 @@ int8attn_quantize_params_t quantize_params_defaults() {
 int8attn_mask_params_t mask_params_defaults() {
   int8attn_mask_params_t p{};
   p.struct_size = sizeof(p);
-  p.q_block = 128;
-  p.k_block = 64;
+  p.q_block = INT8ATTN_MASK_Q_BLOCK_DEFAULT;
+  p.k_block = INT8ATTN_MASK_K_BLOCK_DEFAULT;
   p.keep_ratio = 0.0f;
   p.threshold = 0.95f;
   p.causal = 0;
@@ -99,14 +99,9 @@ void check_mode_value(int32_t mode, const char* name) {
 int64_t resolve_block(int32_t v, int64_t def, const char* name) {
   if (v == 0) return def;
   INT8ATTN_REQUIRE(v > 0, INT8ATTN_ERROR_BAD_VALUE,
-          std::string(name) + " is " + std::to_string(v) + "; must be >= 1 (0 = default)");
+                   std::string(name) + " is " + std::to_string(v) + "; must be >= 1 (0 = default)");
   return v;
 }
-
-// What both attention entry points share once Q/O and the key side (B, Hkv, Nk, D) are known.
-struct KeySide {
-  int64_t Hkv = 0, Nk = 0;
-};
 
 // Options, LSE, k_lengths and block mask: fills the rest of `p` and collects spans.
 void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
@@ -117,12 +112,12 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
   check_sm_scale(prm.sm_scale, "params->sm_scale");
   check_multiplier(prm.scale_multiplier, "params->scale_multiplier");
   INT8ATTN_REQUIRE(prm.reserved0 == 0, INT8ATTN_ERROR_BAD_VALUE,
-          "params->reserved0 is " + std::to_string(prm.reserved0) + "; must be 0");
+                   "params->reserved0 is " + std::to_string(prm.reserved0) + "; must be 0");
   p.q_granularity = resolve_granularity(prm.q_granularity, INT8ATTN_GRANULARITY_PER_TOKEN,
                                         "params->q_granularity");
   // Per-token K by default: it measurably lowers the error on peaky and outlier-channel inputs
   // (FAST rel-L1 0.033 vs 0.036, BALANCED 0.018 vs 0.023: test_numerics_measure); per-block K
-  // is the faster choice on Hopper (cuda/NOTES.md run 39).
+  // is the faster choice on Hopper.
   p.k_granularity = resolve_granularity(prm.k_granularity, INT8ATTN_GRANULARITY_PER_TOKEN,
                                         "params->k_granularity");
   p.flags = resolve_flags(prm.flags, "params->flags");
@@ -139,14 +134,15 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
   int32_t mode = prm.mode;
   if (prm.policy) {
     const Policy& pol = *static_cast<const Policy*>(prm.policy);
-    INT8ATTN_REQUIRE(prm.timestep >= 0 && prm.timestep < pol.num_timesteps(), INT8ATTN_ERROR_BAD_VALUE,
-            "params->timestep is " + std::to_string(prm.timestep) + "; the policy has steps [0, " +
-                std::to_string(pol.num_timesteps()) + ")");
+    INT8ATTN_REQUIRE(prm.timestep >= 0 && prm.timestep < pol.num_timesteps(),
+                     INT8ATTN_ERROR_BAD_VALUE,
+                     "params->timestep is " + std::to_string(prm.timestep) +
+                         "; the policy has steps [0, " + std::to_string(pol.num_timesteps()) + ")");
     if (mode == INT8ATTN_MODE_DEFAULT) mode = pol.mode(prm.timestep);
     p.scale_multiplier *= pol.multiplier(prm.timestep);
   }
   if (mode == INT8ATTN_MODE_DEFAULT) mode = INT8ATTN_MODE_BALANCED;
-  p.mode = mode;
+  p.mode = static_cast<Mode>(mode);  // what the device runs: run_on_device, once validated
   p.stream = prm.stream;
 
   // LSE output [B, Hq, Nq] f32.
@@ -165,7 +161,8 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
   // Valid key lengths [B] i32.
   if (prm.k_lengths) {
     const int8attn_tensor_t& t = *prm.k_lengths;
-    Span s = check_tensor(prm.k_lengths, {"params->k_lengths", 1, kLenDims, Role::Input, !shape_only});
+    Span s =
+        check_tensor(prm.k_lengths, {"params->k_lengths", 1, kLenDims, Role::Input, !shape_only});
     require_same_device(t, "params->k_lengths", q, "q");
     require_dtype(t, "params->k_lengths", INT8ATTN_DTYPE_I32);
     require_dim_eq(t, "params->k_lengths", 0, "batch", p.B, "q");
@@ -176,8 +173,8 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
       for (int64_t b = 0; b < p.B; ++b) {
         const int32_t L = len[b * t.strides[0]];
         INT8ATTN_REQUIRE(L >= 0 && L <= p.Nk, INT8ATTN_ERROR_BAD_VALUE,
-                "params->k_lengths[" + std::to_string(b) + "] is " + std::to_string(L) +
-                    "; valid key lengths must be in [0, " + std::to_string(p.Nk) + "]");
+                         "params->k_lengths[" + std::to_string(b) + "] is " + std::to_string(L) +
+                             "; valid key lengths must be in [0, " + std::to_string(p.Nk) + "]");
       }
     }
     p.k_lengths = static_cast<const int32_t*>(t.data);
@@ -191,7 +188,8 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
   p.mask_nkb = ceil_div(p.Nk, p.mask_k_block);
   if (prm.block_mask) {
     const int8attn_tensor_t& t = *prm.block_mask;
-    Span s = check_tensor(prm.block_mask, {"params->block_mask", 4, kMaskDims, Role::Input, !shape_only});
+    Span s = check_tensor(prm.block_mask,
+                          {"params->block_mask", 4, kMaskDims, Role::Input, !shape_only});
     require_same_device(t, "params->block_mask", q, "q");
     require_dtype(t, "params->block_mask", INT8ATTN_DTYPE_U8);
     const int64_t want[4] = {p.B, p.Hq, p.mask_nqb, p.mask_nkb};
@@ -199,12 +197,12 @@ void resolve_options(const Context& ctx, const int8attn_forward_params_t& prm,
                     (t.shape[1] == p.Hq || t.shape[1] == 1) && t.shape[2] == p.mask_nqb &&
                     t.shape[3] == p.mask_nkb;
     if (!ok) {
-      throw Error(INT8ATTN_ERROR_BAD_SHAPE,
-                  "params->block_mask: shape is " + format_dims(t.shape, 4) + " but must be " +
-                      format_dims(want, 4) + " (dims 0 and 1 may be 1) for Nq=" +
-                      std::to_string(p.Nq) + ", Nk=" + std::to_string(p.Nk) +
-                      ", mask_q_block=" + std::to_string(p.mask_q_block) +
-                      ", mask_k_block=" + std::to_string(p.mask_k_block));
+      throw Error(
+          INT8ATTN_ERROR_BAD_SHAPE,
+          "params->block_mask: shape is " + format_dims(t.shape, 4) + " but must be " +
+              format_dims(want, 4) + " (dims 0 and 1 may be 1) for Nq=" + std::to_string(p.Nq) +
+              ", Nk=" + std::to_string(p.Nk) + ", mask_q_block=" + std::to_string(p.mask_q_block) +
+              ", mask_k_block=" + std::to_string(p.mask_k_block));
     }
     p.block_mask = static_cast<const uint8_t*>(t.data);
     for (int i = 0; i < 4; ++i) p.mask_stride[i] = t.shape[i] == 1 ? 0 : t.strides[i];
@@ -221,10 +219,12 @@ void resolve_workspace(const int8attn_forward_params_t& prm, const AttnProblem& 
   if (!prm.workspace) return;
   const uintptr_t w = reinterpret_cast<uintptr_t>(prm.workspace);
   const uintptr_t align = p.device_type == INT8ATTN_DEVICE_CUDA ? 256 : 16;
-  INT8ATTN_REQUIRE(w % align == 0, INT8ATTN_ERROR_MISALIGNED,
-          "params->workspace: pointer is not aligned to " + std::to_string(align) + " bytes");
-  INT8ATTN_REQUIRE(prm.workspace_bytes <= static_cast<uint64_t>(kMaxBytes), INT8ATTN_ERROR_SIZE_OVERFLOW,
-          "params->workspace_bytes is " + std::to_string(prm.workspace_bytes) + "; too large");
+  INT8ATTN_REQUIRE(
+      w % align == 0, INT8ATTN_ERROR_MISALIGNED,
+      "params->workspace: pointer is not aligned to " + std::to_string(align) + " bytes");
+  INT8ATTN_REQUIRE(
+      prm.workspace_bytes <= static_cast<uint64_t>(kMaxBytes), INT8ATTN_ERROR_SIZE_OVERFLOW,
+      "params->workspace_bytes is " + std::to_string(prm.workspace_bytes) + "; too large");
   Span s;
   s.name = "params->workspace";
   s.device_type = p.device_type;
@@ -260,7 +260,7 @@ void fill_q_o(AttnProblem& p, const int8attn_tensor_t& q, const int8attn_tensor_
   p.Hq = q.shape[1];
   p.Nq = q.shape[2];
   p.D = q.shape[3];
-  p.dtype = q.dtype;
+  p.dtype = static_cast<DType>(q.dtype);
   p.device_type = q.device_type;
   p.device_id = q.device_id;
   p.q = operand(q);
@@ -272,19 +272,25 @@ void fill_q_o(AttnProblem& p, const int8attn_tensor_t& q, const int8attn_tensor_
 
 void check_heads(int64_t Hq, int64_t Hkv, const char* kv_name) {
   if (Hq % Hkv != 0) {
-    throw Error(INT8ATTN_ERROR_BAD_SHAPE,
-                std::string("q: shape[1] (heads) is ") + std::to_string(Hq) +
-                    ", not a multiple of the " + std::to_string(Hkv) + " key/value heads of " +
-                    kv_name);
+    throw Error(INT8ATTN_ERROR_BAD_SHAPE, std::string("q: shape[1] (heads) is ") +
+                                              std::to_string(Hq) + ", not a multiple of the " +
+                                              std::to_string(Hkv) + " key/value heads of " +
+                                              kv_name);
   }
+}
+
+// The last step of resolving a call, once every argument is valid: the mode the device runs
+// (FAST needs FP8 P·V: common/modes.h). A call's mode is decided here and in resolve_options
+// (caller's, else the policy's, else BALANCED) only.
+void run_on_device(Context& ctx, AttnProblem& p) {
+  p.mode = runnable_mode(p.mode, ctx.backend(p.device_type, "q").fp8_available());
 }
 
 }  // namespace
 
-ForwardCall resolve_forward(const Context& ctx, const int8attn_tensor_t* q,
-                            const int8attn_tensor_t* k, const int8attn_tensor_t* v,
-                            const int8attn_tensor_t* o, const int8attn_forward_params_t* params,
-                            bool shape_only) {
+ForwardCall resolve_forward(Context& ctx, const int8attn_tensor_t* q, const int8attn_tensor_t* k,
+                            const int8attn_tensor_t* v, const int8attn_tensor_t* o,
+                            const int8attn_forward_params_t* params, bool shape_only) {
   int8attn_forward_params_t prm = forward_params_defaults();
   copy_params(prm, params, "params");
   std::vector<Span> outputs, inputs;
@@ -318,6 +324,7 @@ ForwardCall resolve_forward(const Context& ctx, const int8attn_tensor_t* q,
   resolve_options(ctx, prm, *q, p, shape_only, outputs, inputs);
   resolve_workspace(prm, p, call, outputs);
   check_no_alias(outputs, inputs);
+  run_on_device(ctx, call.problem);
   return call;
 }
 
@@ -325,8 +332,9 @@ ForwardCall resolve_cache_forward(const Context& ctx, const int8attn_tensor_t* q
                                   const KvCache* cache, const int8attn_tensor_t* o,
                                   const int8attn_forward_params_t* params) {
   INT8ATTN_REQUIRE(cache != nullptr, INT8ATTN_ERROR_NULL_POINTER, "cache is NULL");
-  INT8ATTN_REQUIRE(&cache->context() == &ctx, INT8ATTN_ERROR_INVALID_ARGUMENT,
-          "cache: was created with a different context; use the context it was created with");
+  INT8ATTN_REQUIRE(
+      &cache->context() == &ctx, INT8ATTN_ERROR_INVALID_ARGUMENT,
+      "cache: was created with a different context; use the context it was created with");
   int8attn_forward_params_t prm = forward_params_defaults();
   copy_params(prm, params, "params");
   std::vector<Span> outputs, inputs;
@@ -342,18 +350,21 @@ ForwardCall resolve_cache_forward(const Context& ctx, const int8attn_tensor_t* q
   check_heads(q->shape[1], spec.Hkv, "the cache");
   const int64_t len = cache->length();
   INT8ATTN_REQUIRE(len > 0, INT8ATTN_ERROR_INVALID_ARGUMENT,
-          "cache: is empty (length 0); append keys and values before attention");
+                   "cache: is empty (length 0); append keys and values before attention");
   check_mode_value(prm.mode, "params->mode");
-  if (prm.mode != INT8ATTN_MODE_DEFAULT && prm.mode != spec.mode) {
+  const int32_t cache_mode = static_cast<int32_t>(spec.mode);
+  if (prm.mode != INT8ATTN_MODE_DEFAULT && prm.mode != cache_mode) {
     throw Error(INT8ATTN_ERROR_UNSUPPORTED_MODE,
-                "params->mode is " + std::to_string(prm.mode) + " but the cache was created with mode " +
-                    std::to_string(spec.mode) + "; pass INT8ATTN_MODE_DEFAULT or the cache's mode");
+                "params->mode is " + std::to_string(prm.mode) +
+                    " but the cache was created with mode " + std::to_string(cache_mode) +
+                    "; pass INT8ATTN_MODE_DEFAULT or the cache's mode");
   }
   {
     const uint32_t f = resolve_flags(prm.flags, "params->flags");
-    INT8ATTN_REQUIRE((f & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
-            "params->flags: INT8ATTN_FLAG_BALANCE_CHANNELS cannot apply to a cache (its K is "
-            "already quantized)");
+    INT8ATTN_REQUIRE(
+        (f & INT8ATTN_FLAG_BALANCE_CHANNELS) == 0, INT8ATTN_ERROR_NOT_SUPPORTED,
+        "params->flags: INT8ATTN_FLAG_BALANCE_CHANNELS cannot apply to a cache (its K is "
+        "already quantized)");
   }
 
   ForwardCall call;
@@ -373,8 +384,8 @@ ForwardCall resolve_cache_forward(const Context& ctx, const int8attn_tensor_t* q
 }
 
 QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
-                                 const int8attn_tensor_t* x_int8,
-                                 const int8attn_tensor_t* scales, const int8attn_tensor_t* mean,
+                                 const int8attn_tensor_t* x_int8, const int8attn_tensor_t* scales,
+                                 const int8attn_tensor_t* mean,
                                  const int8attn_quantize_params_t* params) {
   int8attn_quantize_params_t prm = quantize_params_defaults();
   copy_params(prm, params, "params");
@@ -388,8 +399,8 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
   for (int i = 0; i < 4; ++i) require_dim_eq(*x_int8, "x_int8", i, kAttnDims[i], x->shape[i], "x");
 
   QuantizeProblem p;
-  p.granularity = resolve_granularity(prm.granularity, INT8ATTN_GRANULARITY_PER_BLOCK,
-                                      "params->granularity");
+  p.granularity =
+      resolve_granularity(prm.granularity, INT8ATTN_GRANULARITY_PER_BLOCK, "params->granularity");
   check_multiplier(prm.scale_multiplier, "params->scale_multiplier");
   p.smooth = prm.smooth != 0;
   p.scale_multiplier = prm.scale_multiplier;
@@ -398,7 +409,7 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
   p.H = x->shape[1];
   p.N = x->shape[2];
   p.D = x->shape[3];
-  p.dtype = x->dtype;
+  p.dtype = static_cast<DType>(x->dtype);
   p.device_type = x->device_type;
   p.device_id = x->device_id;
   p.x = operand(*x);
@@ -425,7 +436,7 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
 
   if (p.smooth) {
     INT8ATTN_REQUIRE(mean != nullptr, INT8ATTN_ERROR_NULL_POINTER,
-            "mean is NULL but params->smooth is set (the subtracted means are an output)");
+                     "mean is NULL but params->smooth is set (the subtracted means are an output)");
     outputs.push_back(check_tensor(mean, {"mean", 3, kMeanDims, Role::Output, true}));
     require_same_device(*mean, "mean", *x, "x");
     require_dtype(*mean, "mean", INT8ATTN_DTYPE_F32);
@@ -436,16 +447,15 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
     for (int i = 0; i < 3; ++i) p.mean_stride[i] = mean->strides[i];
   } else {
     INT8ATTN_REQUIRE(mean == nullptr, INT8ATTN_ERROR_INVALID_ARGUMENT,
-            "mean is given but params->smooth is 0; pass NULL or set smooth");
+                     "mean is given but params->smooth is 0; pass NULL or set smooth");
   }
   check_context_device(ctx, *x, "x");
   check_no_alias(outputs, inputs);
   return p;
 }
 
-MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q,
-                         const int8attn_tensor_t* k, const int8attn_tensor_t* mask,
-                         const int8attn_mask_params_t* params) {
+MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q, const int8attn_tensor_t* k,
+                         const int8attn_tensor_t* mask, const int8attn_mask_params_t* params) {
   int8attn_mask_params_t prm = mask_params_defaults();
   copy_params(prm, params, "params");
   std::vector<Span> outputs, inputs;
@@ -465,11 +475,12 @@ MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q,
   MaskProblem p;
   p.q_block = resolve_block(prm.q_block, 128, "params->q_block");
   p.k_block = resolve_block(prm.k_block, 64, "params->k_block");
-  INT8ATTN_REQUIRE(prm.keep_ratio >= 0.0f && prm.keep_ratio <= 1.0f, INT8ATTN_ERROR_BAD_VALUE,
-          "params->keep_ratio is " + fstr(prm.keep_ratio) + "; must be in [0, 1] (0 = use threshold)");
+  INT8ATTN_REQUIRE(
+      prm.keep_ratio >= 0.0f && prm.keep_ratio <= 1.0f, INT8ATTN_ERROR_BAD_VALUE,
+      "params->keep_ratio is " + fstr(prm.keep_ratio) + "; must be in [0, 1] (0 = use threshold)");
   if (prm.keep_ratio == 0.0f) {
     INT8ATTN_REQUIRE(prm.threshold > 0.0f && prm.threshold <= 1.0f, INT8ATTN_ERROR_BAD_VALUE,
-            "params->threshold is " + fstr(prm.threshold) + "; must be in (0, 1]");
+                     "params->threshold is " + fstr(prm.threshold) + "; must be in (0, 1]");
   }
   check_sm_scale(prm.sm_scale, "params->sm_scale");
   p.B = q->shape[0];
@@ -478,7 +489,7 @@ MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q,
   p.Nq = q->shape[2];
   p.Nk = k->shape[2];
   p.D = q->shape[3];
-  p.dtype = q->dtype;
+  p.dtype = static_cast<DType>(q->dtype);
   p.device_type = q->device_type;
   p.device_id = q->device_id;
   p.q = operand(*q);
@@ -498,10 +509,10 @@ MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q,
   const int64_t want[4] = {p.B, p.Hq, p.nqb, p.nkb};
   for (int i = 0; i < 4; ++i) {
     if (mask->shape[i] != want[i]) {
-      throw Error(INT8ATTN_ERROR_BAD_SHAPE,
-                  "mask: shape is " + format_dims(mask->shape, 4) + " but must be " +
-                      format_dims(want, 4) + " for q_block=" + std::to_string(p.q_block) +
-                      ", k_block=" + std::to_string(p.k_block));
+      throw Error(INT8ATTN_ERROR_BAD_SHAPE, "mask: shape is " + format_dims(mask->shape, 4) +
+                                                " but must be " + format_dims(want, 4) +
+                                                " for q_block=" + std::to_string(p.q_block) +
+                                                ", k_block=" + std::to_string(p.k_block));
     }
   }
   p.mask = static_cast<uint8_t*>(mask->data);

@@ -86,58 +86,62 @@ Span check_tensor(const int8attn_tensor_t* t, const TensorRule& r) {
   INT8ATTN_REQUIRE(t != nullptr, INT8ATTN_ERROR_NULL_POINTER, n + " is NULL");
   if (r.data_required)
     INT8ATTN_REQUIRE(t->data != nullptr, INT8ATTN_ERROR_NULL_POINTER, n + ": data is NULL");
-  INT8ATTN_REQUIRE(t->rank == r.rank, INT8ATTN_ERROR_BAD_SHAPE,
-          n + ": rank is " + std::to_string(t->rank) + " but must be " + std::to_string(r.rank));
+  INT8ATTN_REQUIRE(
+      t->rank == r.rank, INT8ATTN_ERROR_BAD_SHAPE,
+      n + ": rank is " + std::to_string(t->rank) + " but must be " + std::to_string(r.rank));
   // Device.
   if (t->device_type == INT8ATTN_DEVICE_CPU) {
-    INT8ATTN_REQUIRE(t->device_id == 0, INT8ATTN_ERROR_BAD_DEVICE,
-            n + ": device_id is " + std::to_string(t->device_id) + " for a CPU tensor; must be 0");
+    INT8ATTN_REQUIRE(
+        t->device_id == 0, INT8ATTN_ERROR_BAD_DEVICE,
+        n + ": device_id is " + std::to_string(t->device_id) + " for a CPU tensor; must be 0");
   } else if (t->device_type == INT8ATTN_DEVICE_CUDA) {
     INT8ATTN_REQUIRE(t->device_id >= 0, INT8ATTN_ERROR_BAD_DEVICE,
-            n + ": device_id is " + std::to_string(t->device_id) + "; must be >= 0");
+                     n + ": device_id is " + std::to_string(t->device_id) + "; must be >= 0");
   } else {
     throw Error(INT8ATTN_ERROR_BAD_DEVICE,
                 n + ": device_type is " + std::to_string(t->device_type) +
                     "; must be INT8ATTN_DEVICE_CPU (1) or INT8ATTN_DEVICE_CUDA (2)");
   }
   const size_t esize = dtype_size(t->dtype);
-  INT8ATTN_REQUIRE(esize != 0, INT8ATTN_ERROR_BAD_DTYPE,
-          n + ": dtype is " + std::to_string(t->dtype) + ", which is not an int8attn dtype");
+  INT8ATTN_REQUIRE(
+      esize != 0, INT8ATTN_ERROR_BAD_DTYPE,
+      n + ": dtype is " + std::to_string(t->dtype) + ", which is not an int8attn dtype");
   // Sizes.
   int64_t numel = 1;
   for (int i = 0; i < r.rank; ++i) {
     const int64_t s = t->shape[i];
     INT8ATTN_REQUIRE(s >= 1, INT8ATTN_ERROR_BAD_SHAPE,
-            dim_label(r, i) + " is " + std::to_string(s) + "; sizes must be >= 1");
+                     dim_label(r, i) + " is " + std::to_string(s) + "; sizes must be >= 1");
     INT8ATTN_REQUIRE(s <= kMaxDim, INT8ATTN_ERROR_SIZE_OVERFLOW,
-            dim_label(r, i) + " is " + std::to_string(s) + "; sizes must be <= " +
-                std::to_string(kMaxDim));
-    INT8ATTN_REQUIRE(mul_add_ok(numel, s, 0, kMaxBytes, &numel), INT8ATTN_ERROR_SIZE_OVERFLOW,
-            n + ": shape " + format_dims(t->shape, r.rank) + " has more than 2^60 elements");
+                     dim_label(r, i) + " is " + std::to_string(s) +
+                         "; sizes must be <= " + std::to_string(kMaxDim));
+    INT8ATTN_REQUIRE(
+        mul_add_ok(numel, s, 0, kMaxBytes, &numel), INT8ATTN_ERROR_SIZE_OVERFLOW,
+        n + ": shape " + format_dims(t->shape, r.rank) + " has more than 2^60 elements");
   }
   // Strides and extent.
   int64_t max_off = 0;
   for (int i = 0; i < r.rank; ++i) {
     const int64_t st = t->strides[i];
     INT8ATTN_REQUIRE(st >= 0, INT8ATTN_ERROR_BAD_STRIDE,
-            n + ": strides[" + std::to_string(i) + "] (" + r.dim_names[i] + ") is " +
-                std::to_string(st) + "; strides must be >= 0");
+                     n + ": strides[" + std::to_string(i) + "] (" + r.dim_names[i] + ") is " +
+                         std::to_string(st) + "; strides must be >= 0");
     if (r.role == Role::Output && t->shape[i] > 1) {
       INT8ATTN_REQUIRE(st != 0, INT8ATTN_ERROR_BAD_STRIDE,
-              n + ": strides[" + std::to_string(i) + "] (" + r.dim_names[i] +
-                  ") is 0 but the dimension has size " + std::to_string(t->shape[i]) +
-                  "; an output cannot broadcast");
+                       n + ": strides[" + std::to_string(i) + "] (" + r.dim_names[i] +
+                           ") is 0 but the dimension has size " + std::to_string(t->shape[i]) +
+                           "; an output cannot broadcast");
     }
     INT8ATTN_REQUIRE(mul_add_ok(t->shape[i] - 1, st, max_off, kMaxBytes, &max_off),
-            INT8ATTN_ERROR_SIZE_OVERFLOW,
-            n + ": shape " + format_dims(t->shape, r.rank) + " with strides " +
-                format_dims(t->strides, r.rank) + " spans more than 2^60 elements");
+                     INT8ATTN_ERROR_SIZE_OVERFLOW,
+                     n + ": shape " + format_dims(t->shape, r.rank) + " with strides " +
+                         format_dims(t->strides, r.rank) + " spans more than 2^60 elements");
   }
   int64_t bytes = 0;
   INT8ATTN_REQUIRE(mul_add_ok(max_off + 1, static_cast<int64_t>(esize), 0, kMaxBytes, &bytes),
-          INT8ATTN_ERROR_SIZE_OVERFLOW,
-          n + ": shape " + format_dims(t->shape, r.rank) + " with strides " +
-              format_dims(t->strides, r.rank) + " spans more than 2^60 bytes");
+                   INT8ATTN_ERROR_SIZE_OVERFLOW,
+                   n + ": shape " + format_dims(t->shape, r.rank) + " with strides " +
+                       format_dims(t->strides, r.rank) + " spans more than 2^60 bytes");
   Span span;
   span.tensor = t;
   span.name = r.name;
@@ -145,15 +149,18 @@ Span check_tensor(const int8attn_tensor_t* t, const TensorRule& r) {
   span.device_id = t->device_id;
   if (t->data) {
     const uintptr_t p = reinterpret_cast<uintptr_t>(t->data);
-    INT8ATTN_REQUIRE(p % esize == 0, INT8ATTN_ERROR_MISALIGNED,
-            n + ": data pointer 0x" + [&] {
+    INT8ATTN_REQUIRE(
+        p % esize == 0, INT8ATTN_ERROR_MISALIGNED,
+        n + ": data pointer 0x" +
+            [&] {
               std::ostringstream s;
               s << std::hex << p;
               return s.str();
-            }() + " is not a multiple of the " + dtype_name(t->dtype) + " element size (" +
-                std::to_string(esize) + " bytes)");
+            }() +
+            " is not a multiple of the " + dtype_name(t->dtype) + " element size (" +
+            std::to_string(esize) + " bytes)");
     INT8ATTN_REQUIRE(p + static_cast<uintptr_t>(bytes) > p, INT8ATTN_ERROR_SIZE_OVERFLOW,
-            n + ": data pointer plus extent wraps around the address space");
+                     n + ": data pointer plus extent wraps around the address space");
     span.begin = p;
     span.end = p + static_cast<uintptr_t>(bytes);
   }
@@ -177,10 +184,11 @@ void check_output_layout(const Span& s) {
   int64_t reach = 0;  // max offset covered by the dims so far
   for (int j = 0; j < m; ++j) {
     const int i = order[j];
-    INT8ATTN_REQUIRE(t->strides[i] > reach, INT8ATTN_ERROR_BAD_STRIDE,
-            n + ": strides " + format_dims(t->strides, t->rank) + " for shape " +
-                format_dims(t->shape, t->rank) +
-                " make different elements share memory; an output needs distinct elements");
+    INT8ATTN_REQUIRE(
+        t->strides[i] > reach, INT8ATTN_ERROR_BAD_STRIDE,
+        n + ": strides " + format_dims(t->strides, t->rank) + " for shape " +
+            format_dims(t->shape, t->rank) +
+            " make different elements share memory; an output needs distinct elements");
     reach += (t->shape[i] - 1) * t->strides[i];
   }
 }
@@ -194,12 +202,12 @@ void check_no_alias(const std::vector<Span>& outputs, const std::vector<Span>& i
   for (size_t i = 0; i < outputs.size(); ++i) {
     for (const Span& in : inputs) {
       INT8ATTN_REQUIRE(!overlap(outputs[i], in), INT8ATTN_ERROR_ALIASING,
-              std::string(outputs[i].name) + ": output memory overlaps input " + in.name);
+                       std::string(outputs[i].name) + ": output memory overlaps input " + in.name);
     }
     for (size_t j = i + 1; j < outputs.size(); ++j) {
-      INT8ATTN_REQUIRE(!overlap(outputs[i], outputs[j]), INT8ATTN_ERROR_ALIASING,
-              std::string(outputs[i].name) + ": output memory overlaps output " +
-                  outputs[j].name);
+      INT8ATTN_REQUIRE(
+          !overlap(outputs[i], outputs[j]), INT8ATTN_ERROR_ALIASING,
+          std::string(outputs[i].name) + ": output memory overlaps output " + outputs[j].name);
     }
   }
 }
@@ -207,29 +215,28 @@ void check_no_alias(const std::vector<Span>& outputs, const std::vector<Span>& i
 void require_dim_eq(const int8attn_tensor_t& t, const char* name, int dim, const char* dim_name,
                     int64_t expected, const char* other_name) {
   if (t.shape[dim] != expected) {
-    throw Error(INT8ATTN_ERROR_BAD_SHAPE,
-                std::string(name) + ": shape[" + std::to_string(dim) + "] (" + dim_name +
-                    ") is " + std::to_string(t.shape[dim]) + " but " + other_name + " has " +
-                    dim_name + " " + std::to_string(expected));
+    throw Error(INT8ATTN_ERROR_BAD_SHAPE, std::string(name) + ": shape[" + std::to_string(dim) +
+                                              "] (" + dim_name + ") is " +
+                                              std::to_string(t.shape[dim]) + " but " + other_name +
+                                              " has " + dim_name + " " + std::to_string(expected));
   }
 }
 
 void require_dtype(const int8attn_tensor_t& t, const char* name, int32_t dtype) {
   if (t.dtype != dtype) {
-    throw Error(INT8ATTN_ERROR_BAD_DTYPE, std::string(name) + ": dtype is " +
-                                              dtype_name(t.dtype) + " but must be " +
-                                              dtype_name(dtype));
+    throw Error(INT8ATTN_ERROR_BAD_DTYPE, std::string(name) + ": dtype is " + dtype_name(t.dtype) +
+                                              " but must be " + dtype_name(dtype));
   }
 }
 
-void require_same_device(const int8attn_tensor_t& t, const char* name,
-                         const int8attn_tensor_t& ref, const char* ref_name) {
+void require_same_device(const int8attn_tensor_t& t, const char* name, const int8attn_tensor_t& ref,
+                         const char* ref_name) {
   if (t.device_type != ref.device_type || t.device_id != ref.device_id) {
-    throw Error(INT8ATTN_ERROR_BAD_DEVICE,
-                std::string(name) + ": is on " + describe_device(t.device_type, t.device_id) +
-                    " but " + ref_name + " is on " +
-                    describe_device(ref.device_type, ref.device_id) +
-                    "; all tensors must be on one device");
+    throw Error(INT8ATTN_ERROR_BAD_DEVICE, std::string(name) + ": is on " +
+                                               describe_device(t.device_type, t.device_id) +
+                                               " but " + ref_name + " is on " +
+                                               describe_device(ref.device_type, ref.device_id) +
+                                               "; all tensors must be on one device");
   }
 }
 
@@ -237,7 +244,8 @@ void check_head_dim(int64_t d, const char* name) {
   if (d < kMinHeadDim || d > kMaxHeadDim || d % 8 != 0) {
     throw Error(INT8ATTN_ERROR_UNSUPPORTED_HEAD_DIM,
                 std::string(name) + ": shape[3] (head dim) is " + std::to_string(d) +
-                    "; head dim must be a multiple of 8 in [8, 256]");
+                    "; head dim must be a multiple of 8 in [8, " + std::to_string(kMaxHeadDim) +
+                    "]");
   }
 }
 
@@ -246,9 +254,9 @@ void check_attention_dtype(const int8attn_tensor_t& t, const char* name) {
   if (half) return;
   if (t.dtype == INT8ATTN_DTYPE_F32) {
     INT8ATTN_REQUIRE(t.device_type == INT8ATTN_DEVICE_CPU, INT8ATTN_ERROR_BAD_DTYPE,
-            std::string(name) +
-                ": dtype is f32 on a CUDA device; GPU attention takes f16 or bf16 (f32 is "
-                "accepted on the CPU only)");
+                     std::string(name) +
+                         ": dtype is f32 on a CUDA device; GPU attention takes f16 or bf16 (f32 is "
+                         "accepted on the CPU only)");
     return;
   }
   throw Error(INT8ATTN_ERROR_BAD_DTYPE, std::string(name) + ": dtype is " + dtype_name(t.dtype) +

@@ -18,13 +18,13 @@ namespace int8attn {
 constexpr int64_t kMaxBytes = int64_t(1) << 60;
 // Largest size of one dimension (kernels index tokens, heads and batches with 32-bit integers).
 constexpr int64_t kMaxDim = 0x7fffffff;
-constexpr int64_t kMinHeadDim = 8, kMaxHeadDim = 256;
+constexpr int64_t kMinHeadDim = 8, kMaxHeadDim = INT8ATTN_MAX_HEAD_DIM;
 
-size_t dtype_size(int32_t dtype);           // 0 for an unknown dtype
-const char* dtype_name(int32_t dtype);      // "f16", …, "unknown"
+size_t dtype_size(int32_t dtype);       // 0 for an unknown dtype
+const char* dtype_name(int32_t dtype);  // "f16", …, "unknown"
 const char* device_name(int32_t device_type);
 std::string describe_device(int32_t device_type, int32_t device_id);  // "cpu", "cuda:1"
-std::string format_dims(const int64_t* v, int n);                      // "[2, 8, 64, 64]"
+std::string format_dims(const int64_t* v, int n);                     // "[2, 8, 64, 64]"
 
 // The memory a tensor covers, in bytes, on one device; empty when the data pointer is NULL.
 struct Span {
@@ -69,8 +69,8 @@ int64_t tensor_extent_bytes(const int8attn_tensor_t& t);
 void require_dim_eq(const int8attn_tensor_t& t, const char* name, int dim, const char* dim_name,
                     int64_t expected, const char* other_name);
 void require_dtype(const int8attn_tensor_t& t, const char* name, int32_t dtype);
-void require_same_device(const int8attn_tensor_t& t, const char* name,
-                         const int8attn_tensor_t& ref, const char* ref_name);
+void require_same_device(const int8attn_tensor_t& t, const char* name, const int8attn_tensor_t& ref,
+                         const char* ref_name);
 void check_head_dim(int64_t d, const char* name);
 // Attention dtypes: f16/bf16, plus f32 on the CPU.
 void check_attention_dtype(const int8attn_tensor_t& t, const char* name);
@@ -111,8 +111,8 @@ void copy_params(T& out, const T* in, const char* name) {
       if (extra[i] != 0) {
         throw Error(INT8ATTN_ERROR_NOT_SUPPORTED,
                     std::string(name) + ": struct_size is " + std::to_string(in->struct_size) +
-                        " and sets fields this library version (" INT8ATTN_VERSION_STRING
-                        ", " + std::to_string(sizeof(T)) + " bytes) does not know");
+                        " and sets fields this library version (" INT8ATTN_VERSION_STRING ", " +
+                        std::to_string(sizeof(T)) + " bytes) does not know");
       }
     }
   }

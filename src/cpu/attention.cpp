@@ -57,8 +57,8 @@ void run_attention(const AttnProblem& p, const std::vector<const KvView*>& views
   const Kernels& K = kernels();
   const int64_t D = p.D, dp = padded_dim(D), G = p.Hq / p.Hkv;
   const int64_t nqb = (p.Nq + kTile - 1) / kTile;
-  const bool exact = p.mode == INT8ATTN_MODE_EXACT;
-  const bool fast = p.mode == INT8ATTN_MODE_FAST;
+  const bool exact = p.mode == Mode::kExact;
+  const bool fast = p.mode == Mode::kFast;
   std::vector<Scratch> scratch(pool.size());
   std::vector<char> ready(pool.size(), 0);
 
@@ -119,7 +119,10 @@ void run_attention(const AttnProblem& p, const std::vector<const KvView*>& views
         if (mrow) {
           bool any = false;
           for (int64_t kb = j0 / p.mask_k_block; kb * p.mask_k_block < j0 + ne; ++kb)
-            if (mrow[kb * p.mask_stride[3]]) { any = true; break; }
+            if (mrow[kb * p.mask_stride[3]]) {
+              any = true;
+              break;
+            }
           if (!any) continue;
         }
         float* s = S.s.data();

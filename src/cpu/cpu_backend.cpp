@@ -26,7 +26,7 @@ class CpuBackend final : public Backend {
     if (p.cache) {
       const auto* cache = dynamic_cast<const cpu::CpuKvCache*>(p.cache);
       INT8ATTN_REQUIRE(cache != nullptr, INT8ATTN_ERROR_BAD_DEVICE,
-              "kv_cache_forward: the cache does not belong to the CPU backend");
+                       "kv_cache_forward: the cache does not belong to the CPU backend");
       p.mode = cache->spec().mode;
       p.Nk = cache->length();
       std::vector<cpu::KvView> own(p.B * p.Hkv);
@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
     return scratch_.empty() ? nullptr : scratch_.data();
   }
   void synchronize(void*) override {}
+  bool fp8_available() const override { return true; }  // emulated exactly (cpu/kernels)
 
  private:
   cpu::ThreadPool pool_;

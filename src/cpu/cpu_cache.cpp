@@ -15,7 +15,7 @@ namespace int8attn {
 namespace cpu {
 
 CpuKvCache::CpuKvCache(const CacheSpec& spec, ThreadPool* pool)
-    : spec_(spec), pool_(pool), dp_(padded_dim(spec.D)), fp8_(spec.mode == INT8ATTN_MODE_FAST) {
+    : spec_(spec), pool_(pool), dp_(padded_dim(spec.D)), fp8_(spec.mode == Mode::kFast) {
   const int64_t cap = spec.capacity, D = spec.D;
   heads_.resize(spec.B * spec.Hkv);
   for (Head& h : heads_) {
@@ -24,7 +24,10 @@ CpuKvCache::CpuKvCache(const CacheSpec& spec, ThreadPool* pool)
     h.mu_k.assign(D, 0.0f);
     h.mu_v.assign(D, 0.0f);
     h.sigma.assign(D, 1.0f);
-    if (fp8_) h.v8.assign(cap * D, 0); else h.v16.assign(cap * D, 0);
+    if (fp8_)
+      h.v8.assign(cap * D, 0);
+    else
+      h.v16.assign(cap * D, 0);
   }
 }
 
@@ -66,24 +69,16 @@ void CpuKvCache::append(const CacheAppend& a) {
                D, a.dtype, &v[r * D]);
     }
     if (first) {
-      s.mu_k.assign(D, 0.0f);
-      s.mu_v.assign(D, 0.0f);
-      s.sigma.assign(D, 1.0f);
-      for (int pass = 0; pass < 2; ++pass) {
-        const bool on = spec_.flags & (pass == 0 ? INT8ATTN_FLAG_SMOOTH_K : INT8ATTN_FLAG_SMOOTH_V);
-        if (!on) continue;
-        const std::vector<float>& x = pass == 0 ? k : v;
-        std::vector<float>& mu = pass == 0 ? s.mu_k : s.mu_v;
-        for (int64_t c = 0; c < D; ++c) {
-          double acc = 0.0;
-          for (int64_t r = 0; r < n; ++r) acc += x[r * D + c];
-          mu[c] = static_cast<float>(acc / static_cast<double>(n));
-        }
-      }
+      const std::vector<qm::ChannelConsts> cc =
+          channel_constants(k.data(), v.data(), n, D, nullptr, spec_.flags & INT8ATTN_FLAG_SMOOTH_K,
+                            spec_.flags & INT8ATTN_FLAG_SMOOTH_V, fp8_, qm::kCacheHeadroom);
+      s.mu_k.resize(D);
+      s.mu_v.resize(D);
+      s.sigma.resize(D);
       for (int64_t c = 0; c < D; ++c) {
-        float am = 0.0f;
-        for (int64_t r = 0; r < n; ++r) am = std::max(am, std::fabs(v[r * D + c] - s.mu_v[c]));
-        s.sigma[c] = qm::v_scale(am, fp8_, qm::kCacheHeadroom);
+        s.mu_k[c] = cc[c].mu_k;
+        s.mu_v[c] = cc[c].mu_v;
+        s.sigma[c] = cc[c].v_scale;
       }
     }
     const float* mu_k = first ? s.mu_k.data() : hd.mu_k.data();
@@ -97,10 +92,16 @@ void CpuKvCache::append(const CacheAppend& a) {
     s.k8.assign(n * dp_, 0);
     s.k_scale.assign(n, 1.0f);
     quantize_rows_int8(k.data(), n, D, dp_, false, 1.0f, s.k8.data(), s.k_scale.data());
-    if (fp8_) s.v8.assign(n * D, 0); else s.v16.assign(n * D, 0);
+    if (fp8_)
+      s.v8.assign(n * D, 0);
+    else
+      s.v16.assign(n * D, 0);
     encode_v_rows(v.data(), n, D, sigma, fp8_, s.v16.data(), s.v8.data());
   };
-  if (pool_) pool_->parallel_for(nh, work); else for (int64_t i = 0; i < nh; ++i) work(i, 0);
+  if (pool_)
+    pool_->parallel_for(nh, work);
+  else
+    for (int64_t i = 0; i < nh; ++i) work(i, 0);
 
   for (int64_t bh = 0; bh < nh; ++bh) {
     Head& hd = heads_[bh];
@@ -112,8 +113,10 @@ void CpuKvCache::append(const CacheAppend& a) {
     }
     std::memcpy(&hd.k8[length_ * dp_], s.k8.data(), n * dp_);
     std::memcpy(&hd.k_scale[length_], s.k_scale.data(), n * sizeof(float));
-    if (fp8_) std::memcpy(&hd.v8[length_ * D], s.v8.data(), n * D);
-    else std::memcpy(&hd.v16[length_ * D], s.v16.data(), n * D * sizeof(uint16_t));
+    if (fp8_)
+      std::memcpy(&hd.v8[length_ * D], s.v8.data(), n * D);
+    else
+      std::memcpy(&hd.v16[length_ * D], s.v16.data(), n * D * sizeof(uint16_t));
   }
   have_stats_ = true;
   length_ += n;

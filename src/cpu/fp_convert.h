@@ -6,13 +6,22 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/modes.h"
 #include "int8attn.h"
 
 namespace int8attn {
 namespace cpu {
 
-inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float bits_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // fp32 -> IEEE binary16 bits (RNE; overflow -> inf, NaN kept).
 inline uint16_t f32_to_f16(float f) {
@@ -21,7 +30,7 @@ inline uint16_t f32_to_f16(float f) {
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u);
   if (x >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to inf
-  if (x < 0x38800000u) {                         // below 2^-14: subnormal step 2^-24
+  if (x < 0x38800000u) {                        // below 2^-14: subnormal step 2^-24
     const float a = bits_f32(x);
     return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
   }
@@ -49,25 +58,7 @@ inline float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) 
 
 inline float round_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
 
-// Fast, bit-exact equivalent of qm::fp8_e4m3_round (checked exhaustively in the tests).
-inline float round_e4m3(float x) {
-  if (std::isnan(x)) return x;
-  const float a = std::fabs(x);
-  float r;
-  if (a >= 448.0f) {
-    r = 448.0f;
-  } else if (a < 0.015625f) {
-    r = std::nearbyint(a * 512.0f) * (1.0f / 512.0f);
-  } else {
-    uint32_t u = f32_bits(a);
-    u = (u + 0x7ffffu + ((u >> 20) & 1u)) & 0xfff00000u;
-    r = bits_f32(u);
-    if (r > 448.0f) r = 448.0f;
-  }
-  return std::signbit(x) ? -r : r;
-}
-
-// E4M3 bit pattern of a value that is already exactly representable (output of round_e4m3).
+// E4M3 bit pattern of a value that is already exactly representable (output of qm::fp8_e4m3_round).
 inline uint8_t e4m3_encode_exact(float r) {
   uint8_t s = std::signbit(r) ? 0x80 : 0;
   const float a = std::fabs(r);
@@ -86,24 +77,24 @@ inline float e4m3_decode(uint8_t b) {
   return (b & 0x80) ? -v : v;
 }
 
-inline float load_elem(const void* base, int64_t off, int32_t dtype) {
+inline float load_elem(const void* base, int64_t off, DType dtype) {
   switch (dtype) {
-    case INT8ATTN_DTYPE_F16: return f16_to_f32(static_cast<const uint16_t*>(base)[off]);
-    case INT8ATTN_DTYPE_BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[off]);
+    case DType::kF16: return f16_to_f32(static_cast<const uint16_t*>(base)[off]);
+    case DType::kBF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[off]);
     default: return static_cast<const float*>(base)[off];
   }
 }
 
-inline void store_elem(void* base, int64_t off, int32_t dtype, float v) {
+inline void store_elem(void* base, int64_t off, DType dtype, float v) {
   switch (dtype) {
-    case INT8ATTN_DTYPE_F16: static_cast<uint16_t*>(base)[off] = f32_to_f16(v); break;
-    case INT8ATTN_DTYPE_BF16: static_cast<uint16_t*>(base)[off] = f32_to_bf16(v); break;
+    case DType::kF16: static_cast<uint16_t*>(base)[off] = f32_to_f16(v); break;
+    case DType::kBF16: static_cast<uint16_t*>(base)[off] = f32_to_bf16(v); break;
     default: static_cast<float*>(base)[off] = v; break;
   }
 }
 
 // Load n elements spaced `stride` apart (a row of D channels) into fp32.
-inline void load_row(const void* base, int64_t off, int64_t stride, int64_t n, int32_t dtype,
+inline void load_row(const void* base, int64_t off, int64_t stride, int64_t n, DType dtype,
                      float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = load_elem(base, off + i * stride, dtype);
 }

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "cpu/fp_convert.h"
+#include "common/quant_math.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -46,7 +47,7 @@ float round_f16_port(float* p, int n) {
 }
 float round_e4m3_port(float* p, int n) {
   float sum = 0.0f;
-  for (int j = 0; j < n; ++j) sum += (p[j] = round_e4m3(448.0f * p[j]));
+  for (int j = 0; j < n; ++j) sum += (p[j] = qm::fp8_e4m3_round(448.0f * p[j]));
   return sum;
 }
 void pv_port(const float* p, const float* v, int n, int d, float alpha, float* acc) {
@@ -126,7 +127,8 @@ I8A_AVX2 void dot_f32_avx2(const float* q, const float* k, int n, int d, float* 
   for (; j < n; ++j) {
     __m256 a = _mm256_setzero_ps();
     const float* kr = k + static_cast<int64_t>(j) * d;
-    for (int c = 0; c < d; c += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(kr + c), a);
+    for (int c = 0; c < d; c += 8)
+      a = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(kr + c), a);
     out[j] = hsum_ps(a);
   }
 }
@@ -147,7 +149,8 @@ I8A_AVX2 inline __m256 exp_neg_ps(__m256 x) {
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
   y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
   y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
   y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
   return _mm256_andnot_ps(under, y);
 }
@@ -167,7 +170,10 @@ I8A_AVX2 float exp_sub_avx2(const float* s, float m, int n, float* p) {
     for (int i = 0; i < 8; ++i) tmp[i] = j + i < n ? s[j + i] : -INFINITY;
     const __m256 e = exp_neg_ps(_mm256_sub_ps(_mm256_load_ps(tmp), mv));
     _mm256_store_ps(tmp, e);
-    for (int i = 0; j + i < n; ++i) { p[j + i] = tmp[i]; sum += tmp[i]; }
+    for (int i = 0; j + i < n; ++i) {
+      p[j + i] = tmp[i];
+      sum += tmp[i];
+    }
   }
   return sum;
 }
@@ -176,7 +182,8 @@ I8A_AVX2 float round_f16_avx2(float* p, int n) {
   __m256 acc = _mm256_setzero_ps();
   int j = 0;
   for (; j + 8 <= n; j += 8) {
-    const __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(p + j), _MM_FROUND_TO_NEAREST_INT));
+    const __m256 r =
+        _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(p + j), _MM_FROUND_TO_NEAREST_INT));
     _mm256_storeu_ps(p + j, r);
     acc = _mm256_add_ps(acc, r);
   }
@@ -185,17 +192,18 @@ I8A_AVX2 float round_f16_avx2(float* p, int n) {
   return sum;
 }
 
-// e4m3(448·p) for p in [0, 1] (exactly round_e4m3 on that range).
+// e4m3(448·p) for p in [0, 1] (exactly qm::fp8_e4m3_round on that range).
 I8A_AVX2 inline __m256 e4m3_448_ps(__m256 p) {
   const __m256 a = _mm256_mul_ps(p, _mm256_set1_ps(448.0f));
   __m256i u = _mm256_castps_si256(a);
-  u = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff),
-                                           _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1))));
+  u = _mm256_add_epi32(
+      u, _mm256_add_epi32(_mm256_set1_epi32(0x7ffff),
+                          _mm256_and_si256(_mm256_srli_epi32(u, 20), _mm256_set1_epi32(1))));
   u = _mm256_and_si256(u, _mm256_set1_epi32(static_cast<int>(0xfff00000u)));
   const __m256 normal = _mm256_min_ps(_mm256_castsi256_ps(u), _mm256_set1_ps(448.0f));
-  const __m256 sub = _mm256_mul_ps(
-      _mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(512.0f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-      _mm256_set1_ps(1.0f / 512.0f));
+  const __m256 sub = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(a, _mm256_set1_ps(512.0f)),
+                                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                   _mm256_set1_ps(1.0f / 512.0f));
   return _mm256_blendv_ps(normal, sub, _mm256_cmp_ps(a, _mm256_set1_ps(0.015625f), _CMP_LT_OQ));
 }
 
@@ -208,7 +216,7 @@ I8A_AVX2 float round_e4m3_avx2(float* p, int n) {
     acc = _mm256_add_ps(acc, r);
   }
   float sum = hsum_ps(acc);
-  for (; j < n; ++j) sum += (p[j] = round_e4m3(448.0f * p[j]));
+  for (; j < n; ++j) sum += (p[j] = qm::fp8_e4m3_round(448.0f * p[j]));
   return sum;
 }
 
@@ -235,11 +243,11 @@ bool cpu_has_avx2() {
 }
 #endif
 
-const Kernels kPortable = {dot_i8_port, dot_f32_port, exp_sub_port, round_f16_port,
-                           round_e4m3_port, pv_port, false, "portable"};
+const Kernels kPortable = {dot_i8_port,     dot_f32_port, exp_sub_port, round_f16_port,
+                           round_e4m3_port, pv_port,      false,        "portable"};
 #if I8A_X86
-const Kernels kAvx2 = {dot_i8_avx2, dot_f32_avx2, exp_sub_avx2, round_f16_avx2,
-                       round_e4m3_avx2, pv_avx2, true, "avx2"};
+const Kernels kAvx2 = {dot_i8_avx2,     dot_f32_avx2, exp_sub_avx2, round_f16_avx2,
+                       round_e4m3_avx2, pv_avx2,      true,         "avx2"};
 #endif
 
 }  // namespace

@@ -7,8 +7,8 @@
 namespace int8attn {
 namespace cpu {
 
-constexpr int kTile = 64;       // keys per tile = query rows per work item (= qm::kQuantBlock)
-constexpr int kI8RowAlign = 32; // int8 rows are zero-padded to a multiple of this many channels
+constexpr int kTile = 64;        // keys per tile = query rows per work item (= qm::kQuantBlock)
+constexpr int kI8RowAlign = 32;  // int8 rows are zero-padded to a multiple of this many channels
 
 inline int64_t padded_dim(int64_t d) { return (d + kI8RowAlign - 1) / kI8RowAlign * kI8RowAlign; }
 

@@ -61,21 +61,36 @@ void quantize_rows_int8(const float* x, int64_t rows, int64_t d, int64_t dp, boo
   }
 }
 
-namespace {
-
-// Per-channel mean over rows (accumulated in double), subtracted in place; returns the means.
-void center_channels(float* x, int64_t rows, int64_t d, std::vector<float>& mu) {
-  mu.assign(d, 0.0f);
-  if (rows == 0) return;
-  std::vector<double> acc(d, 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < d; ++c) acc[c] += x[r * d + c];
-  for (int64_t c = 0; c < d; ++c) mu[c] = static_cast<float>(acc[c] / static_cast<double>(rows));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < d; ++c) x[r * d + c] -= mu[c];
+std::vector<qm::ChannelConsts> channel_constants(const float* k, const float* v, int64_t rows,
+                                                 int64_t d, const float* q_absmax, bool smooth_k,
+                                                 bool smooth_v, bool fp8, float headroom) {
+  std::vector<qm::ChannelConsts> out(d);
+  for (int64_t c = 0; c < d; ++c) {
+    qm::ChannelStats st;
+    st.valid = static_cast<int>(rows);
+    double sk = 0.0, sv = 0.0;
+    st.max_k = st.max_v = -INFINITY;
+    st.min_k = st.min_v = INFINITY;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float kx = k[r * d + c], vx = v[r * d + c];
+      sk += kx;
+      sv += vx;
+      st.max_k = std::max(st.max_k, kx);
+      st.min_k = std::min(st.min_k, kx);
+      st.max_v = std::max(st.max_v, vx);
+      st.min_v = std::min(st.min_v, vx);
+    }
+    st.sum_k = static_cast<float>(sk);
+    st.sum_v = static_cast<float>(sv);
+    st.q_absmax = q_absmax ? q_absmax[c] : 0.0f;
+    out[c] = qm::channel_consts(st, smooth_k, smooth_v, fp8, headroom, q_absmax != nullptr);
+  }
+  return out;
 }
 
-void load_rows(const Operand4& op, int32_t dtype, int64_t b, int64_t h, int64_t rows, int64_t d,
+namespace {
+
+void load_rows(const Operand4& op, DType dtype, int64_t b, int64_t h, int64_t rows, int64_t d,
                float* out) {
   const int64_t base = b * op.stride[0] + h * op.stride[1];
   for (int64_t r = 0; r < rows; ++r)
@@ -91,7 +106,7 @@ void encode_v_rows(const float* centered, int64_t rows, int64_t d, const float* 
     for (int64_t c = 0; c < d; ++c) {
       const float x = centered[r * d + c] / sigma[c];
       if (fp8) {
-        out8[r * d + c] = e4m3_encode_exact(round_e4m3(x));
+        out8[r * d + c] = e4m3_encode_exact(qm::fp8_e4m3_round(x));
       } else {
         const float y = std::max(-65504.0f, std::min(65504.0f, x));
         out16[r * d + c] = f32_to_f16(y);
@@ -101,8 +116,8 @@ void encode_v_rows(const float* centered, int64_t rows, int64_t d, const float* 
 
 void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out) {
   const int64_t B = p.B, Hkv = p.Hkv, D = p.D, dp = padded_dim(D);
-  const bool exact = p.mode == INT8ATTN_MODE_EXACT;
-  const bool fp8 = p.mode == INT8ATTN_MODE_FAST;
+  const bool exact = p.mode == Mode::kExact;
+  const bool fp8 = p.mode == Mode::kFast;
   const bool balance = !exact && (p.flags & INT8ATTN_FLAG_BALANCE_CHANNELS);
   out.Hkv = Hkv;
   out.units.clear();
@@ -136,8 +151,8 @@ void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out) {
       std::vector<float> row(D);
       float* m = &per_head[bh * D];
       for (int64_t i = 0; i < p.Nq; ++i) {
-        load_row(p.q.data, b * p.q.stride[0] + h * p.q.stride[1] + i * p.q.stride[2],
-                 p.q.stride[3], D, p.dtype, row.data());
+        load_row(p.q.data, b * p.q.stride[0] + h * p.q.stride[1] + i * p.q.stride[2], p.q.stride[3],
+                 D, p.dtype, row.data());
         for (int64_t c = 0; c < D; ++c) m[c] = std::max(m[c], std::fabs(row[c]));
       }
     });
@@ -161,32 +176,30 @@ void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out) {
       if (u.v_f32.empty()) u.v_f32.resize(1);  // keep the EXACT marker for L = 0
       return;
     }
-    if (p.flags & INT8ATTN_FLAG_SMOOTH_K) center_channels(k.data(), L, D, u.k_mu);
-    if (balance) {
-      u.alpha.assign(D, 1.0f);
-      for (int64_t c = 0; c < D; ++c) {
-        float km = 0.0f;
-        for (int64_t r = 0; r < L; ++r) km = std::max(km, std::fabs(k[r * D + c]));
-        u.alpha[c] = qm::balance_factor(qmax[ui * D + c], km);
-      }
-      for (int64_t r = 0; r < L; ++r)
-        for (int64_t c = 0; c < D; ++c) k[r * D + c] *= u.alpha[c];
+    const bool smooth_k = p.flags & INT8ATTN_FLAG_SMOOTH_K;
+    const std::vector<qm::ChannelConsts> cc =
+        channel_constants(k.data(), v.data(), L, D, balance ? &qmax[ui * D] : nullptr, smooth_k,
+                          p.flags & INT8ATTN_FLAG_SMOOTH_V, fp8, qm::kForwardHeadroom);
+    if (smooth_k) u.k_mu.resize(D);
+    if (balance) u.alpha.resize(D);
+    u.v_mu.resize(D);
+    u.v_sigma.resize(D);
+    for (int64_t c = 0; c < D; ++c) {
+      if (smooth_k) u.k_mu[c] = cc[c].mu_k;
+      if (balance) u.alpha[c] = cc[c].alpha;
+      u.v_mu[c] = cc[c].mu_v;
+      u.v_sigma[c] = cc[c].v_scale;
     }
+    // K' = (k − μ_K)·α, V' = v − μ_V (then scaled by 1/σ in encode_v_rows).
+    for (int64_t r = 0; r < L; ++r)
+      for (int64_t c = 0; c < D; ++c) {
+        k[r * D + c] = (k[r * D + c] - cc[c].mu_k) * cc[c].alpha;
+        v[r * D + c] -= cc[c].mu_v;
+      }
     u.k8.assign(std::max<int64_t>(L, 1) * dp, 0);
     u.k_scale.assign(std::max<int64_t>(L, 1), 1.0f);
     quantize_rows_int8(k.data(), L, D, dp, p.k_granularity == INT8ATTN_GRANULARITY_PER_BLOCK,
                        p.scale_multiplier, u.k8.data(), u.k_scale.data());
-    if (p.flags & INT8ATTN_FLAG_SMOOTH_V) {
-      center_channels(v.data(), L, D, u.v_mu);
-    } else {
-      u.v_mu.assign(D, 0.0f);
-    }
-    u.v_sigma.assign(D, 1.0f);
-    for (int64_t c = 0; c < D; ++c) {
-      float am = 0.0f;
-      for (int64_t r = 0; r < L; ++r) am = std::max(am, std::fabs(v[r * D + c]));
-      u.v_sigma[c] = qm::v_scale(am, fp8, qm::kForwardHeadroom);
-    }
     if (fp8) {
       u.v8.assign(std::max<int64_t>(L, 1) * D, 0);
     } else {

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/problem.h"
+#include "common/problem.h"
+#include "common/quant_math.h"
 #include "cpu/kv_view.h"
 #include "cpu/thread_pool.h"
 
@@ -35,6 +36,11 @@ int64_t valid_length(const AttnProblem& p, int64_t b);
 void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out);
 
 // Shared helpers (also used by the cache).
+// Per-channel constants (qm::channel_consts) of `rows` rows of K and V (row stride d), sums in
+// double; q_absmax: [d] max |q| per channel when balancing, else null.
+std::vector<qm::ChannelConsts> channel_constants(const float* k, const float* v, int64_t rows,
+                                                 int64_t d, const float* q_absmax, bool smooth_k,
+                                                 bool smooth_v, bool fp8, float headroom);
 // Per-token INT8 quantization of `rows` rows of fp32 data (row stride d) into int8 rows of
 // stride dp; one scale per token, or one per group of 64 tokens when per_block.
 void quantize_rows_int8(const float* x, int64_t rows, int64_t d, int64_t dp, bool per_block,

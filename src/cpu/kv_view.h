@@ -10,7 +10,7 @@ namespace cpu {
 enum class VFormat { F32, F16, E4M3 };  // EXACT, BALANCED, FAST
 
 struct KvView {
-  int64_t length = 0;           // valid keys L (the attention reads keys [0, L))
+  int64_t length = 0;  // valid keys L (the attention reads keys [0, L))
   // INT8 modes: k8 is [L, dp] int8 (zero-padded rows), k_scale [L] per-token scales.
   const int8_t* k8 = nullptr;
   const float* k_scale = nullptr;

@@ -14,7 +14,7 @@ namespace int8attn {
 namespace cpu {
 namespace {
 
-void pool_blocks(const Operand4& op, int32_t dtype, int64_t b, int64_t h, int64_t N, int64_t D,
+void pool_blocks(const Operand4& op, DType dtype, int64_t b, int64_t h, int64_t N, int64_t D,
                  int64_t block, int64_t nblocks, std::vector<double>& out) {
   out.assign(nblocks * D, 0.0);
   std::vector<float> row(D);
@@ -67,12 +67,12 @@ void predict_block_mask(const MaskProblem& p, ThreadPool& pool) {
       int64_t nallowed = 0;
       for (int64_t kb = 0; kb < nkb; ++kb) nallowed += allowed[kb];
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t c) {
-        return score[a] > score[c];
-      });
+      std::stable_sort(order.begin(), order.end(),
+                       [&](int64_t a, int64_t c) { return score[a] > score[c]; });
       if (p.keep_ratio > 0.0f) {
         const int64_t k = std::min<int64_t>(
-            nallowed, static_cast<int64_t>(std::ceil(static_cast<double>(p.keep_ratio) * nkb - 1e-9)));
+            nallowed,
+            static_cast<int64_t>(std::ceil(static_cast<double>(p.keep_ratio) * nkb - 1e-9)));
         for (int64_t t = 0; t < k; ++t) keep[order[t]] = 1;
       } else {
         double mass = 0.0;

@@ -38,7 +38,8 @@ void quantize(const QuantizeProblem& p, ThreadPool& pool) {
     const int64_t G = per_block ? (N + qm::kQuantBlock - 1) / qm::kQuantBlock : N;
     const int64_t step = per_block ? qm::kQuantBlock : 1;
     for (int64_t g = 0; g < G; ++g)
-      p.scales[b * p.scales_stride[0] + h * p.scales_stride[1] + g * p.scales_stride[2]] = s[g * step];
+      p.scales[b * p.scales_stride[0] + h * p.scales_stride[1] + g * p.scales_stride[2]] =
+          s[g * step];
   });
 }
 

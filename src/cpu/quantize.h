@@ -1,7 +1,7 @@
 // int8attn_quantize on the CPU, and block-mask prediction from pooled Q/K.
 #pragma once
 
-#include "core/problem.h"
+#include "common/problem.h"
 #include "cpu/thread_pool.h"
 
 namespace int8attn {

@@ -1,6 +1,7 @@
 # Smoke tests of the `int8attn` command-line tool: info, a tiny run with JSON output, the
 # decode path through the cache API, and exit code 2 with usage for bad arguments.
-if(TARGET int8attn_cli)
+# INT8ATTN_BUILD_TOOLS too: the target may be defined after tests/ (add_test resolves it later).
+if(TARGET int8attn_cli OR INT8ATTN_BUILD_TOOLS)
   add_test(NAME cli_info COMMAND int8attn_cli info)
   add_test(NAME cli_run_tiny
            COMMAND int8attn_cli run --device cpu --b 1 --h 4 --hkv 2 --nq 70 --nk 130 --d 40

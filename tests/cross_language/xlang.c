@@ -21,7 +21,10 @@ static int write_bits(const char* dir, const char* name, const float* o) {
   char path[4096];
   snprintf(path, sizeof path, "%s/c_%s.txt", dir, name);
   FILE* f = fopen(path, "w");
-  if (!f) { perror(path); return 1; }
+  if (!f) {
+    perror(path);
+    return 1;
+  }
   for (int i = 0; i < LEN; ++i) {
     uint32_t u;
     memcpy(&u, &o[i], sizeof u);
@@ -33,13 +36,19 @@ static int write_bits(const char* dir, const char* name, const float* o) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 2) { fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]); return 2; }
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
   if (int8attn_abi_version() != INT8ATTN_ABI_VERSION) {
-    fprintf(stderr, "ABI mismatch: library %u, header %d\n", int8attn_abi_version(), INT8ATTN_ABI_VERSION);
+    fprintf(stderr, "ABI mismatch: library %u, header %d\n", int8attn_abi_version(),
+            INT8ATTN_ABI_VERSION);
     return 1;
   }
   static float q[LEN], k[LEN], v[LEN], o[LEN];
-  input(q, 1); input(k, 2); input(v, 3);
+  input(q, 1);
+  input(k, 2);
+  input(v, 3);
   const int64_t shape[4] = {B, H, N, D};
   int8attn_tensor_t tq, tk, tv, to;
   int8attn_tensor_init_contiguous(&tq, q, INT8ATTN_DEVICE_CPU, 0, INT8ATTN_DTYPE_F32, 4, shape);
@@ -51,8 +60,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "context: %s\n", int8attn_last_error());
     return 1;
   }
-  const struct { const char* name; int32_t mode; } modes[] = {
-      {"exact", INT8ATTN_MODE_EXACT}, {"balanced", INT8ATTN_MODE_BALANCED}};
+  const struct {
+    const char* name;
+    int32_t mode;
+  } modes[] = {{"exact", INT8ATTN_MODE_EXACT}, {"balanced", INT8ATTN_MODE_BALANCED}};
   int rc = 0;
   for (int m = 0; m < 2 && rc == 0; ++m) {
     int8attn_forward_params_t p;
@@ -60,7 +71,8 @@ int main(int argc, char** argv) {
     p.mode = modes[m].mode;
     int8attn_status_t s = int8attn_forward(ctx, &tq, &tk, &tv, &to, &p);
     if (s != INT8ATTN_OK) {
-      fprintf(stderr, "forward (%s): %s: %s\n", modes[m].name, int8attn_status_string(s), int8attn_last_error());
+      fprintf(stderr, "forward (%s): %s: %s\n", modes[m].name, int8attn_status_string(s),
+              int8attn_last_error());
       rc = 1;
     } else {
       rc = write_bits(argv[1], modes[m].name, o);

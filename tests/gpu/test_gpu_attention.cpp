@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "int8attn.h"
-#include "int8attn_test_support.h"
+#include "int8attn_reference.h"
 
-namespace t = int8attn_test;
+namespace t = int8attn_ref;
 
 namespace {
 
@@ -65,6 +65,8 @@ struct Case {
   // Q and O start one element into their buffers: not 16- / 4-byte aligned, so the kernels
   // take their general Q-load and O-store paths instead of the vectorised ones.
   bool misaligned_q_o = false;
+  // K and V likewise: the K/V preparation takes its strided loads instead of 16-byte ones.
+  bool misaligned_kv = false;
   std::vector<uint8_t> mask;  // dense [1, 1, nqb, nkb] when non-empty
   int64_t mask_qb = 128, mask_kb = 64;
   float scale_multiplier = 1.f;  // of the INT8 scales; below 1 the quantizers clip
@@ -94,14 +96,19 @@ class GpuAttention : public ::testing::Test {
       in.k.resize(static_cast<size_t>(c.Hkv * c.Nk * c.D));
       in.v.resize(in.k.size());
     }
-    const t::HostTensor hq = t::HostTensor::from_values(in.q, c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
-    const t::HostTensor hk = t::HostTensor::from_values(in.k, c.dtype, c.layout, kvB, c.Hkv, c.Nk, c.D);
-    const t::HostTensor hv = t::HostTensor::from_values(in.v, c.dtype, c.layout, kvB, c.Hkv, c.Nk, c.D);
+    const t::HostTensor hq =
+        t::HostTensor::from_values(in.q, c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
+    const t::HostTensor hk =
+        t::HostTensor::from_values(in.k, c.dtype, c.layout, kvB, c.Hkv, c.Nk, c.D);
+    const t::HostTensor hv =
+        t::HostTensor::from_values(in.v, c.dtype, c.layout, kvB, c.Hkv, c.Nk, c.D);
     t::HostTensor ho(c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
 
     DeviceTensor dq, dk, dv, dout, dlse, dlen, dmask;
     const size_t qo_offset = c.misaligned_q_o ? t::dtype_size(c.dtype) : 0;
-    int8attn_tensor_t q = upload(hq, dq, qo_offset), k = upload(hk, dk), v = upload(hv, dv);
+    const size_t kv_offset = c.misaligned_kv ? t::dtype_size(c.dtype) : 0;
+    int8attn_tensor_t q = upload(hq, dq, qo_offset), k = upload(hk, dk, kv_offset),
+                      v = upload(hv, dv, kv_offset);
     int8attn_tensor_t o = upload(ho, dout, qo_offset);
     if (c.broadcast_kv) {
       k.shape[0] = v.shape[0] = c.B;
@@ -133,7 +140,8 @@ class GpuAttention : public ::testing::Test {
                                              INT8ATTN_DTYPE_I32, 1, shape));
       fp.k_lengths = &len_desc;
     }
-    const int64_t nqb = (c.Nq + c.mask_qb - 1) / c.mask_qb, nkb = (c.Nk + c.mask_kb - 1) / c.mask_kb;
+    const int64_t nqb = (c.Nq + c.mask_qb - 1) / c.mask_qb,
+                  nkb = (c.Nk + c.mask_kb - 1) / c.mask_kb;
     if (!c.mask.empty()) {
       dmask.alloc(c.mask.size());
       CUDA_OK(cudaMemcpy(dmask.ptr, c.mask.data(), c.mask.size(), cudaMemcpyHostToDevice));
@@ -208,7 +216,8 @@ class GpuAttention : public ::testing::Test {
       cpu_fp.k_lengths = &len_cpu;
     }
     if (!c.mask.empty()) {
-      mask_cpu = t::host_desc(const_cast<uint8_t*>(c.mask.data()), INT8ATTN_DTYPE_U8, {1, 1, nqb, nkb});
+      mask_cpu =
+          t::host_desc(const_cast<uint8_t*>(c.mask.data()), INT8ATTN_DTYPE_U8, {1, 1, nqb, nkb});
       cpu_fp.block_mask = &mask_cpu;
     }
     I8A_OK(int8attn_forward(ctx_, &qc, &kc, &vc, &oc, &cpu_fp));
@@ -235,9 +244,10 @@ class GpuAttention : public ::testing::Test {
     t::Bar bar = t::measured_level(c.mode, c.family);
     bar.max_rel_l1 += out_floor;
     bar.min_cos -= out_floor;
-    if (c.mode == INT8ATTN_MODE_EXACT) bar = {c.dtype == INT8ATTN_DTYPE_BF16 ? 8e-3 : 1.5e-3, 0.99999};
-    SCOPED_TRACE(what + " vs float64: " + t::to_string(r.vs_ref) + " | vs CPU: " +
-                 t::to_string(r.vs_cpu));
+    if (c.mode == INT8ATTN_MODE_EXACT)
+      bar = {c.dtype == INT8ATTN_DTYPE_BF16 ? 8e-3 : 1.5e-3, 0.99999};
+    SCOPED_TRACE(what + " vs float64: " + t::to_string(r.vs_ref) +
+                 " | vs CPU: " + t::to_string(r.vs_cpu));
     EXPECT_EQ(r.unwritten, 0) << "unwritten (still poisoned) output elements";
     EXPECT_EQ(r.vs_ref.nonfinite, 0);
     EXPECT_LE(r.vs_ref.rel_l1, bar.max_rel_l1);
@@ -245,7 +255,8 @@ class GpuAttention : public ::testing::Test {
     // Same maths as the CPU backend, up to rounding order and the online-softmax tiling.
     // FAST rounds P to E4M3 relative to the running row max, which depends on the key order and
     // split: up to ~0.032 measured between the two backends.
-    const double cpu_tol = c.mode == INT8ATTN_MODE_FAST ? 0.045 : (c.mode == INT8ATTN_MODE_BALANCED ? 0.012 : 4e-3);
+    const double cpu_tol =
+        c.mode == INT8ATTN_MODE_FAST ? 0.045 : (c.mode == INT8ATTN_MODE_BALANCED ? 0.012 : 4e-3);
     EXPECT_LE(r.vs_cpu.rel_l1, cpu_tol);
   }
 
@@ -350,6 +361,29 @@ TEST_F(GpuAttention, MisalignedQAndOTakeTheGeneralPaths) {
     }
 }
 
+TEST_F(GpuAttention, MisalignedKAndVTakeTheStridedPreparation) {
+  // Every mode and padded-width class, per-key and per-block K scales, valid lengths, bf16 and
+  // NHD: the strided loads must give what the 16-byte ones give (the CPU backend's result).
+  for (int32_t mode : kModes)
+    for (int64_t D : {40, 128, 160}) {
+      Case c;
+      c.mode = mode;
+      c.D = D;
+      c.misaligned_kv = true;
+      c.family = t::Family::ChannelBias;
+      c.k_lengths = {211};
+      Outcome r;
+      run(c, r);
+      expect_bar(c, r, name(c) + " misaligned K/V");
+      c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+      c.dtype = INT8ATTN_DTYPE_BF16;
+      c.layout = t::Layout::NHD;
+      c.misaligned_q_o = true;
+      run(c, r);
+      expect_bar(c, r, name(c) + " misaligned Q/O/K/V, bf16 NHD, K per block");
+    }
+}
+
 TEST_F(GpuAttention, CausalLengthsLseAndBroadcast) {
   for (int32_t mode : kModes) {
     Case c;
@@ -436,15 +470,18 @@ TEST_F(GpuAttention, PerBlockKeyScales) {
 // Many rows AND many keys: enough CTAs that the key range is not split, so every CTA walks all
 // 16K keys and accumulates 128 tiles. Catches a bias that grows with the tiles one CTA sums
 // (summing FAST's all-positive P on the FP8 tensor cores without moving the partial sums out
-// every tile: rel-L1 0.26 at 16K keys, NOTES run 37), which the short cases above cannot see.
+// every tile: rel-L1 0.26 at 16K keys), which the short cases above cannot see.
 // The float64 reference is taken on 64 rows spread over all CTAs.
 TEST_F(GpuAttention, ManyKeysInOneCtaStayAccurate) {
   const int64_t Nq = 264 * 128, Nk = 16384, D = 128, kSampled = 64;  // >= 2 waves of CTAs
   const t::Inputs in = t::make_inputs(t::Family::Gaussian, 1, 1, 1, Nq, Nk, D, 7);
   const auto layout = t::Layout::HND;
-  const t::HostTensor hq = t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, layout, 1, 1, Nq, D);
-  const t::HostTensor hk = t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, layout, 1, 1, Nk, D);
-  const t::HostTensor hv = t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, layout, 1, 1, Nk, D);
+  const t::HostTensor hq =
+      t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, layout, 1, 1, Nq, D);
+  const t::HostTensor hk =
+      t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, layout, 1, 1, Nk, D);
+  const t::HostTensor hv =
+      t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, layout, 1, 1, Nk, D);
   const std::vector<float> qr = hq.values();
   std::vector<float> q_rows;
   std::vector<int64_t> rows;
@@ -501,7 +538,7 @@ TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
 
 // Small problems (at most 256 keys and 8·64 query rows per kv-head, fresh K/V) run on Hopper as
 // one thread-block-cluster launch that prepares K itself and uses V as given
-// (kernels/attention_small.h): every padded head dim, both INT8 modes, every input family,
+// (cuda/sm90/attention_small.h): every padded head dim, both INT8 modes, every input family,
 // clusters of 1 to 8 CTAs (GQA packs the rows), ragged key tails, causal rows with per-batch lengths (one batch empty: O = 0,
 // LSE = −inf), per-block K scales, bf16 NHD, the sd15_l3_cfg shape and both statistics
 // exchanges (bulk copies, or a cluster barrier where their slots do not fit). Where the path
@@ -531,8 +568,10 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
         Outcome r;
         run(c, r);
         expect_bar(c, r, name(c) + " small");
-        if (hopper && mode == INT8ATTN_MODE_FAST && D <= 160)
-          EXPECT_LE(r.vs_ref.rel_l1, 0.03) << name(c) << " small, V unquantized: " << t::to_string(r.vs_ref);
+        if (hopper && mode == INT8ATTN_MODE_FAST && D <= 160) {
+          EXPECT_LE(r.vs_ref.rel_l1, 0.03)
+              << name(c) << " small, V unquantized: " << t::to_string(r.vs_ref);
+        }
       }
     struct Shape {
       int64_t Hq, Hkv, Nq, Nk;
@@ -553,7 +592,8 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
       // Outlier channels quantize the top scores coarsely (INT8 per token): the LSE follows the
       // float64 one less closely than on Gaussian data, but the CPU backend's closely.
       EXPECT_LE(r.lse_vs_ref.max_abs, 0.3) << t::to_string(r.lse_vs_ref);
-      EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode)) << name(c) << ": " << t::to_string(r.lse_vs_cpu);
+      EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode))
+          << name(c) << ": " << t::to_string(r.lse_vs_cpu);
     }
     for (int32_t k_gran : {INT8ATTN_GRANULARITY_PER_TOKEN, INT8ATTN_GRANULARITY_PER_BLOCK}) {
       Case c;
@@ -569,10 +609,12 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
       c.family = t::Family::ChannelBias;
       Outcome r;
       run(c, r);
-      expect_bar(c, r, name(c) + " small causal+lengths" +
-                           (k_gran == INT8ATTN_GRANULARITY_PER_BLOCK ? " per-block K" : ""));
+      expect_bar(c, r,
+                 name(c) + " small causal+lengths" +
+                     (k_gran == INT8ATTN_GRANULARITY_PER_BLOCK ? " per-block K" : ""));
       EXPECT_LE(r.lse_vs_ref.max_abs, 0.05) << t::to_string(r.lse_vs_ref);
-      EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode)) << name(c) << ": " << t::to_string(r.lse_vs_cpu);
+      EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode))
+          << name(c) << ": " << t::to_string(r.lse_vs_cpu);
     }
     Case c;
     c.mode = mode;
@@ -600,7 +642,8 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
     Outcome rx;
     run(x, rx);
     expect_bar(x, rx, name(x) + " small, statistics through a cluster barrier");
-    EXPECT_LE(rx.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode)) << name(x) << ": " << t::to_string(rx.lse_vs_cpu);
+    EXPECT_LE(rx.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode))
+        << name(x) << ": " << t::to_string(rx.lse_vs_cpu);
   }
 }
 
@@ -635,9 +678,12 @@ TEST_F(GpuAttention, CacheAppendThenDecodeMatchesReference) {
     const int64_t B = 2, Hq = 8, Hkv = 2, D = 128, chunks[3] = {700, 300, 1};
     const int64_t Nk = 1001;
     t::Inputs in = t::make_inputs(t::Family::ChannelBias, B, Hq, Hkv, 1, Nk, D, 7 + mode);
-    const t::HostTensor hk = t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
-    const t::HostTensor hv = t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
-    const t::HostTensor hq = t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
+    const t::HostTensor hk =
+        t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
+    const t::HostTensor hv =
+        t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
+    const t::HostTensor hq =
+        t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
     int8attn_kv_cache_params_t cp;
     int8attn_kv_cache_params_init(&cp);
     cp.device_type = INT8ATTN_DEVICE_CUDA;
@@ -668,12 +714,13 @@ TEST_F(GpuAttention, CacheAppendThenDecodeMatchesReference) {
     I8A_OK(int8attn_kv_cache_forward(ctx_, &q, cache, &o, nullptr));
     I8A_OK(int8attn_synchronize(ctx_, nullptr));
     CUDA_OK(cudaMemcpy(ho.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
-    const t::RefResult ref = t::reference_attention(hq.values(), hk.values(), hv.values(), B, Hq,
-                                                    Hkv, 1, Nk, D);
+    const t::RefResult ref =
+        t::reference_attention(hq.values(), hk.values(), hv.values(), B, Hq, Hkv, 1, Nk, D);
     const t::Metrics m = t::compare(ho.values(), ref.o);
     const t::Bar bar = t::measured_level(mode, t::Family::ChannelBias);
     EXPECT_EQ(m.nonfinite, 0);
-    EXPECT_LE(m.rel_l1, bar.max_rel_l1) << t::mode_name(mode) << " cache decode " << t::to_string(m);
+    EXPECT_LE(m.rel_l1, bar.max_rel_l1)
+        << t::mode_name(mode) << " cache decode " << t::to_string(m);
     EXPECT_GE(m.cos, bar.min_cos) << t::mode_name(mode) << " cache decode " << t::to_string(m);
     int8attn_kv_cache_destroy(cache);
   }
@@ -682,12 +729,15 @@ TEST_F(GpuAttention, CacheAppendThenDecodeMatchesReference) {
 TEST_F(GpuAttention, PredictedMaskWithKeepRatioOneKeepsEverything) {
   const int64_t B = 1, H = 2, N = 512, D = 64;
   t::Inputs in = t::make_inputs(t::Family::Gaussian, B, H, H, N, N, D, 3);
-  const t::HostTensor hq = t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D);
-  const t::HostTensor hk = t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D);
+  const t::HostTensor hq =
+      t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D);
+  const t::HostTensor hk =
+      t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D);
   DeviceTensor dq, dk, dm(static_cast<size_t>(B * H * 4 * 8));
   int8attn_tensor_t q = upload(hq, dq), k = upload(hk, dk), m{};
   const int64_t shape[4] = {B, H, 4, 8};
-  I8A_OK(int8attn_tensor_init_contiguous(&m, dm.ptr, INT8ATTN_DEVICE_CUDA, 0, INT8ATTN_DTYPE_U8, 4, shape));
+  I8A_OK(int8attn_tensor_init_contiguous(&m, dm.ptr, INT8ATTN_DEVICE_CUDA, 0, INT8ATTN_DTYPE_U8, 4,
+                                         shape));
   int8attn_mask_params_t mp;
   int8attn_mask_params_init(&mp);
   mp.keep_ratio = 1.0f;

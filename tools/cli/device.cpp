@@ -15,8 +15,7 @@ namespace cli {
 #if defined(INT8ATTN_CLI_CUDA)
 namespace {
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 }  // namespace
 
@@ -83,14 +82,19 @@ void DeviceMemory::download(void* host, size_t bytes) const {
 #endif
 }
 
-Timer::Timer(int32_t device_type) : device_type_(device_type) {
 #if defined(INT8ATTN_CLI_CUDA)
+Timer::Timer(int32_t device_type) : device_type_(device_type) {
   if (device_type_ == INT8ATTN_DEVICE_CUDA) {
     check(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&ev_[0])), "cudaEventCreate");
     check(cudaEventCreate(reinterpret_cast<cudaEvent_t*>(&ev_[1])), "cudaEventCreate");
   }
-#endif
 }
+#else
+Timer::Timer(int32_t device_type) {
+  if (device_type != INT8ATTN_DEVICE_CPU)
+    throw std::runtime_error("the CLI was built without CUDA");
+}
+#endif
 
 Timer::~Timer() {
 #if defined(INT8ATTN_CLI_CUDA)

@@ -42,9 +42,11 @@ class Timer {
   double stop_ms();
 
  private:
-  int32_t device_type_;
   double t0_ = 0;
+#if defined(INT8ATTN_CLI_CUDA)  // a definition of the whole CLI target: one layout in all TUs
+  int32_t device_type_;
   void* ev_[2] = {nullptr, nullptr};
+#endif
 };
 
 void device_synchronize(int32_t device_type);

@@ -15,14 +15,15 @@ int cmd_info() {
               int8attn_version_string(), int8attn_version_number(), int8attn_abi_version(),
               INT8ATTN_VERSION_STRING, INT8ATTN_ABI_VERSION);
   if (int8attn_abi_version() != INT8ATTN_ABI_VERSION)
-    std::printf("warning: the loaded library's ABI differs from the header this tool was built with\n");
+    std::printf(
+        "warning: the loaded library's ABI differs from the header this tool was built with\n");
   std::string feats;
   const struct {
     uint64_t bit;
     const char* name;
-  } names[] = {{INT8ATTN_FEATURE_CPU, "cpu"},     {INT8ATTN_FEATURE_CPU_SIMD, "cpu_simd"},
-               {INT8ATTN_FEATURE_CUDA, "cuda"},   {INT8ATTN_FEATURE_SM80, "sm80"},
-               {INT8ATTN_FEATURE_SM89, "sm89"},   {INT8ATTN_FEATURE_SM90A, "sm90a"}};
+  } names[] = {{INT8ATTN_FEATURE_CPU, "cpu"},   {INT8ATTN_FEATURE_CPU_SIMD, "cpu_simd"},
+               {INT8ATTN_FEATURE_CUDA, "cuda"}, {INT8ATTN_FEATURE_SM80, "sm80"},
+               {INT8ATTN_FEATURE_SM89, "sm89"}, {INT8ATTN_FEATURE_SM90A, "sm90a"}};
   for (const auto& n : names)
     if (f & n.bit) feats += std::string(feats.empty() ? "" : " ") + n.name;
   std::printf("features: %s (0x%llx)\n", feats.c_str(), static_cast<unsigned long long>(f));
@@ -31,10 +32,10 @@ int cmd_info() {
   if (f & INT8ATTN_FEATURE_SM89) archs += " sm_89 (INT8 + FP8)";
   if (f & INT8ATTN_FEATURE_SM90A) archs += " sm_90a (Hopper wgmma/TMA)";
   std::printf("GPU kernels compiled in:%s\n", archs.empty() ? " none" : archs.c_str());
-  std::printf("CPU backend: %s, %u hardware threads\n",
-              (f & INT8ATTN_FEATURE_CPU_SIMD) ? "vectorized int8/fp32 kernels (AVX2)"
-                                               : "portable kernels",
-              std::thread::hardware_concurrency());
+  std::printf(
+      "CPU backend: %s, %u hardware threads\n",
+      (f & INT8ATTN_FEATURE_CPU_SIMD) ? "vectorized int8/fp32 kernels (AVX2)" : "portable kernels",
+      std::thread::hardware_concurrency());
   int32_t n = 0;
   if (int8attn_device_count(&n) != INT8ATTN_OK) n = 0;
   if (!(f & INT8ATTN_FEATURE_CUDA)) {
@@ -63,8 +64,9 @@ int cmd_list() {
                 static_cast<long long>(s.B), static_cast<long long>(s.Hq),
                 static_cast<long long>(s.Hkv), static_cast<long long>(s.Nq),
                 static_cast<long long>(s.Nk), static_cast<long long>(s.D), s.note.c_str());
-  std::printf("parametric: square_<N>_d<D> (B=4, H=32), decode_b<B>_nk<N> (Hq=32, Hkv=8, Nq=1, "
-              "D=128); N takes a k suffix (32k = 32768)\n");
+  std::printf(
+      "parametric: square_<N>_d<D> (B=4, H=32), decode_b<B>_nk<N> (Hq=32, Hkv=8, Nq=1, "
+      "D=128); N takes a k suffix (32k = 32768)\n");
   return 0;
 }
 

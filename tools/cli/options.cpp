@@ -9,43 +9,43 @@
 namespace cli {
 
 const char* usage_text() {
-  return
-      "usage: int8attn <command> [options]\n"
-      "\n"
-      "commands:\n"
-      "  info                     version, ABI, features, GPU archs compiled in, devices\n"
-      "  run [SHAPE] [options]    attention on a named or custom shape: accuracy against a\n"
-      "                           float64 reference, median time and TOPS, one line per mode\n"
-      "  help                     this text\n"
-      "\n"
-      "run options:\n"
-      "  --shape NAME             named shape (also accepted as the first argument); see --list\n"
-      "  --list                   list the named shapes\n"
-      "  --b N --h N --hkv N --nq N --nk N --d N\n"
-      "                           custom dims (override the shape's; --h sets Hq and Hkv)\n"
-      "  --decode                 attention against a K/V cache (BALANCED/FAST) as in decode\n"
-      "  --mode exact|balanced|fast|all      (default all)\n"
-      "  --dtype fp16|bf16|fp32   (default fp16 on CUDA, fp32 on the CPU; fp32 is CPU-only)\n"
-      "  --device auto|cpu|cuda   (default auto: CUDA if compiled in and a device exists)\n"
-      "  --causal                 causal mask (bottom-right aligned)\n"
-      "  --balance-channels       set INT8ATTN_FLAG_BALANCE_CHANNELS (outlier channels)\n"
-      "  --inputs gaussian|outliers|bias|peaky   input family (default gaussian)\n"
-      "  --layout hnd|nhd         memory layout of Q, K, V, O (default hnd)\n"
-      "  --repeats N              timed runs (median reported; default 3 CPU, 20 CUDA)\n"
-      "  --warmup N               untimed runs first (default 1 CPU, 5 CUDA)\n"
-      "  --threads N              CPU worker threads (default: all)\n"
-      "  --ref-rows N             float64 reference on N sampled query rows (default: all\n"
-      "                           rows for small problems, else 128 rows from 4 heads)\n"
-      "  --seed N                 input seed (default 1234)\n"
-      "  --json FILE              also write the results as JSON\n"
-      "  --quiet                  no progress on stderr\n"
-      "\n"
-      "default: `int8attn run` = 1x8x1024x64 on the CPU, flux_1024px on a GPU.\n"
-      "examples:\n"
-      "  int8attn run\n"
-      "  int8attn run sd3_cfg --mode fast --inputs outliers\n"
-      "  int8attn run --device cpu --b 1 --h 8 --nq 1024 --nk 1024 --d 64 --causal\n"
-      "  int8attn run decode_b8_nk32k --json decode.json\n";
+  return "usage: int8attn <command> [options]\n"
+         "\n"
+         "commands:\n"
+         "  info                     version, ABI, features, GPU archs compiled in, devices\n"
+         "  run [SHAPE] [options]    attention on a named or custom shape: accuracy against a\n"
+         "                           float64 reference, median time and TOPS, one line per mode\n"
+         "  help                     this text\n"
+         "\n"
+         "run options:\n"
+         "  --shape NAME             named shape (also accepted as the first argument); see "
+         "--list\n"
+         "  --list                   list the named shapes\n"
+         "  --b N --h N --hkv N --nq N --nk N --d N\n"
+         "                           custom dims (override the shape's; --h sets Hq and Hkv)\n"
+         "  --decode                 attention against a K/V cache (BALANCED/FAST) as in decode\n"
+         "  --mode exact|balanced|fast|all      (default all)\n"
+         "  --dtype fp16|bf16|fp32   (default fp16 on CUDA, fp32 on the CPU; fp32 is CPU-only)\n"
+         "  --device auto|cpu|cuda   (default auto: CUDA if compiled in and a device exists)\n"
+         "  --causal                 causal mask (bottom-right aligned)\n"
+         "  --balance-channels       set INT8ATTN_FLAG_BALANCE_CHANNELS (outlier channels)\n"
+         "  --inputs gaussian|outliers|bias|peaky   input family (default gaussian)\n"
+         "  --layout hnd|nhd         memory layout of Q, K, V, O (default hnd)\n"
+         "  --repeats N              timed runs (median reported; default 3 CPU, 20 CUDA)\n"
+         "  --warmup N               untimed runs first (default 1 CPU, 5 CUDA)\n"
+         "  --threads N              CPU worker threads (default: all)\n"
+         "  --ref-rows N             float64 reference on N sampled query rows (default: all\n"
+         "                           rows for small problems, else 128 rows from 4 heads)\n"
+         "  --seed N                 input seed (default 1234)\n"
+         "  --json FILE              also write the results as JSON\n"
+         "  --quiet                  no progress on stderr\n"
+         "\n"
+         "default: `int8attn run` = 1x8x1024x64 on the CPU, flux_1024px on a GPU.\n"
+         "examples:\n"
+         "  int8attn run\n"
+         "  int8attn run sd3_cfg --mode fast --inputs outliers\n"
+         "  int8attn run --device cpu --b 1 --h 8 --nq 1024 --nk 1024 --d 64 --causal\n"
+         "  int8attn run decode_b8_nk32k --json decode.json\n";
 }
 
 namespace {
@@ -97,16 +97,24 @@ RunOptions parse_run_options(int argc, char** argv, int first) {
       mode = value();
     } else if (a == "--dtype") {
       const std::string t = value();
-      if (t == "fp16" || t == "f16") o.dtype = INT8ATTN_DTYPE_F16;
-      else if (t == "bf16") o.dtype = INT8ATTN_DTYPE_BF16;
-      else if (t == "fp32" || t == "f32") o.dtype = INT8ATTN_DTYPE_F32;
-      else throw UsageError("--dtype: expected fp16, bf16 or fp32, got '" + t + "'");
+      if (t == "fp16" || t == "f16")
+        o.dtype = INT8ATTN_DTYPE_F16;
+      else if (t == "bf16")
+        o.dtype = INT8ATTN_DTYPE_BF16;
+      else if (t == "fp32" || t == "f32")
+        o.dtype = INT8ATTN_DTYPE_F32;
+      else
+        throw UsageError("--dtype: expected fp16, bf16 or fp32, got '" + t + "'");
     } else if (a == "--device") {
       const std::string t = value();
-      if (t == "auto") o.device = DeviceChoice::Auto;
-      else if (t == "cpu") o.device = DeviceChoice::Cpu;
-      else if (t == "cuda" || t == "gpu") o.device = DeviceChoice::Cuda;
-      else throw UsageError("--device: expected auto, cpu or cuda, got '" + t + "'");
+      if (t == "auto")
+        o.device = DeviceChoice::Auto;
+      else if (t == "cpu")
+        o.device = DeviceChoice::Cpu;
+      else if (t == "cuda" || t == "gpu")
+        o.device = DeviceChoice::Cuda;
+      else
+        throw UsageError("--device: expected auto, cpu or cuda, got '" + t + "'");
     } else if (a == "--causal") {
       o.causal = true;
     } else if (a == "--balance-channels") {
@@ -115,13 +123,16 @@ RunOptions parse_run_options(int argc, char** argv, int first) {
       o.inputs = value();
       if (o.inputs != "gaussian" && o.inputs != "outliers" && o.inputs != "bias" &&
           o.inputs != "peaky")
-        throw UsageError("--inputs: expected gaussian, outliers, bias or peaky, got '" +
-                         o.inputs + "'");
+        throw UsageError("--inputs: expected gaussian, outliers, bias or peaky, got '" + o.inputs +
+                         "'");
     } else if (a == "--layout") {
       const std::string t = value();
-      if (t == "hnd") o.nhd = false;
-      else if (t == "nhd") o.nhd = true;
-      else throw UsageError("--layout: expected hnd or nhd, got '" + t + "'");
+      if (t == "hnd")
+        o.nhd = false;
+      else if (t == "nhd")
+        o.nhd = true;
+      else
+        throw UsageError("--layout: expected hnd or nhd, got '" + t + "'");
     } else if (a == "--repeats") {
       o.repeats = static_cast<int>(parse_int(a, value(), 1, 100000));
     } else if (a == "--warmup") {

@@ -18,19 +18,19 @@ struct UsageError : std::runtime_error {
 enum class DeviceChoice { Auto, Cpu, Cuda };
 
 struct RunOptions {
-  Shape shape;                // resolved after parsing (named or custom)
+  Shape shape;  // resolved after parsing (named or custom)
   bool shape_given = false;
-  std::vector<int32_t> modes; // INT8ATTN_MODE_* to run, in order
-  int32_t dtype = 0;          // 0 = default for the device (f16 on CUDA, f32 on the CPU)
+  std::vector<int32_t> modes;  // INT8ATTN_MODE_* to run, in order
+  int32_t dtype = 0;           // 0 = default for the device (f16 on CUDA, f32 on the CPU)
   DeviceChoice device = DeviceChoice::Auto;
   bool causal = false;
   bool balance_channels = false;  // INT8ATTN_FLAG_BALANCE_CHANNELS
   std::string inputs = "gaussian";
   bool nhd = false;
-  int repeats = 0;            // 0 = default (3 on the CPU, 20 on CUDA)
-  int warmup = -1;            // -1 = default (1 on the CPU, 5 on CUDA)
+  int repeats = 0;  // 0 = default (3 on the CPU, 20 on CUDA)
+  int warmup = -1;  // -1 = default (1 on the CPU, 5 on CUDA)
   int threads = 0;
-  int64_t ref_rows = 0;       // 0 = automatic sampling
+  int64_t ref_rows = 0;  // 0 = automatic sampling
   uint64_t seed = 1234;
   std::string json;
   bool quiet = false;

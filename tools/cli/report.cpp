@@ -9,8 +9,8 @@
 namespace cli {
 
 void print_header(const Report& r) {
-  const std::string extra = (r.causal ? " causal" : "") +
-                            (r.flags == "default" ? std::string() : " " + r.flags);
+  const std::string extra =
+      (r.causal ? " causal" : "") + (r.flags == "default" ? std::string() : " " + r.flags);
   std::printf("int8attn %s | %s (%s) | %s %s | %s %s%s | inputs %s | reference: %s\n",
               r.version.c_str(), r.backend.c_str(), r.device.c_str(), r.shape.name.c_str(),
               shape_text(r.shape).c_str(), r.dtype.c_str(), r.layout.c_str(), extra.c_str(),
@@ -77,24 +77,23 @@ void write_json(const Report& r, const std::string& path) {
   std::ostringstream j;
   const Shape& s = r.shape;
   j << "{\n  \"version\": \"" << esc(r.version) << "\",\n  \"backend\": \"" << esc(r.backend)
-    << "\",\n  \"device\": \"" << esc(r.device) << "\",\n  \"shape\": {\"name\": \""
-    << esc(s.name) << "\", \"B\": " << s.B << ", \"Hq\": " << s.Hq << ", \"Hkv\": " << s.Hkv
+    << "\",\n  \"device\": \"" << esc(r.device) << "\",\n  \"shape\": {\"name\": \"" << esc(s.name)
+    << "\", \"B\": " << s.B << ", \"Hq\": " << s.Hq << ", \"Hkv\": " << s.Hkv
     << ", \"Nq\": " << s.Nq << ", \"Nk\": " << s.Nk << ", \"D\": " << s.D
-    << ", \"decode\": " << (s.decode ? "true" : "false") << "},\n  \"dtype\": \""
-    << esc(r.dtype) << "\",\n  \"layout\": \"" << esc(r.layout) << "\",\n  \"causal\": "
-    << (r.causal ? "true" : "false") << ",\n  \"flags\": \"" << esc(r.flags)
-    << "\",\n  \"inputs\": \"" << esc(r.inputs)
-    << "\",\n  \"reference\": \"" << esc(r.reference) << "\",\n  \"repeats\": " << r.repeats
-    << ",\n  \"warmup\": " << r.warmup << ",\n  \"threads\": " << r.threads
-    << ",\n  \"results\": [";
+    << ", \"decode\": " << (s.decode ? "true" : "false") << "},\n  \"dtype\": \"" << esc(r.dtype)
+    << "\",\n  \"layout\": \"" << esc(r.layout)
+    << "\",\n  \"causal\": " << (r.causal ? "true" : "false") << ",\n  \"flags\": \""
+    << esc(r.flags) << "\",\n  \"inputs\": \"" << esc(r.inputs) << "\",\n  \"reference\": \""
+    << esc(r.reference) << "\",\n  \"repeats\": " << r.repeats << ",\n  \"warmup\": " << r.warmup
+    << ",\n  \"threads\": " << r.threads << ",\n  \"results\": [";
   for (size_t i = 0; i < r.results.size(); ++i) {
     const Result& x = r.results[i];
-    j << (i ? "," : "") << "\n    {\"mode\": \"" << x.mode << "\", \"via_cache\": "
-      << (x.via_cache ? "true" : "false") << ", \"cos\": " << num(x.metrics.cos)
-      << ", \"rel_l1\": " << num(x.metrics.rel_l1) << ", \"rmse\": " << num(x.metrics.rmse)
-      << ", \"max_abs\": " << num(x.metrics.max_abs) << ", \"nonfinite\": " << x.metrics.nonfinite
-      << ", \"median_ms\": " << num(x.median_ms) << ", \"min_ms\": " << num(x.min_ms)
-      << ", \"tops\": " << num(x.tops);
+    j << (i ? "," : "") << "\n    {\"mode\": \"" << x.mode
+      << "\", \"via_cache\": " << (x.via_cache ? "true" : "false")
+      << ", \"cos\": " << num(x.metrics.cos) << ", \"rel_l1\": " << num(x.metrics.rel_l1)
+      << ", \"rmse\": " << num(x.metrics.rmse) << ", \"max_abs\": " << num(x.metrics.max_abs)
+      << ", \"nonfinite\": " << x.metrics.nonfinite << ", \"median_ms\": " << num(x.median_ms)
+      << ", \"min_ms\": " << num(x.min_ms) << ", \"tops\": " << num(x.tops);
     if (s.decode) j << ", \"gbps\": " << num(x.gbps);
     j << ", \"meets_bar\": " << (x.meets_bar ? "true" : "false") << "}";
   }

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "int8attn_test_support.h"
+#include "ref_metrics.h"
 #include "shapes.h"
 
 namespace cli {
@@ -12,7 +12,7 @@ namespace cli {
 struct Result {
   std::string mode;
   bool via_cache = false;
-  int8attn_test::Metrics metrics;
+  int8attn_ref::Metrics metrics;
   double median_ms = 0, min_ms = 0, tops = 0, gbps = 0;
   bool meets_bar = false;
 };

@@ -1,5 +1,5 @@
 // `int8attn run`: one attention problem, every requested mode, accuracy against a float64
-// reference (tests/support) and median time / TOPS.
+// reference (tools/reference) and median time / TOPS.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,13 +12,13 @@
 #include "commands.h"
 #include "device.h"
 #include "int8attn.h"
-#include "int8attn_test_support.h"
+#include "int8attn_reference.h"
 #include "report.h"
 
 namespace cli {
 namespace {
 
-namespace ts = int8attn_test;
+namespace rf = int8attn_ref;
 
 void ok(int8attn_status_t s, const char* what) {
   if (s != INT8ATTN_OK) {
@@ -39,20 +39,20 @@ struct Progress {
   }
 };
 
-ts::Family family_of(const std::string& s) {
-  if (s == "outliers") return ts::Family::OutlierChannels;
-  if (s == "bias") return ts::Family::ChannelBias;
-  if (s == "peaky") return ts::Family::Peaky;
-  return ts::Family::Gaussian;
+rf::Family family_of(const std::string& s) {
+  if (s == "outliers") return rf::Family::OutlierChannels;
+  if (s == "bias") return rf::Family::ChannelBias;
+  if (s == "peaky") return rf::Family::Peaky;
+  return rf::Family::Gaussian;
 }
 
 // A tensor on the run's device, filled from a host tensor of the same layout.
 struct DevTensor {
-  ts::HostTensor host;
+  rf::HostTensor host;
   std::unique_ptr<DeviceMemory> mem;
   int8attn_tensor_t desc{};
-  DevTensor(ts::HostTensor h, int32_t device_type) : host(std::move(h)) {
-    const size_t bytes = static_cast<size_t>(host.numel()) * ts::dtype_size(host.dtype());
+  DevTensor(rf::HostTensor h, int32_t device_type) : host(std::move(h)) {
+    const size_t bytes = static_cast<size_t>(host.numel()) * rf::dtype_size(host.dtype());
     mem = std::make_unique<DeviceMemory>(device_type, bytes);
     mem->upload(host.data(), bytes);
     desc = host.desc();
@@ -61,7 +61,7 @@ struct DevTensor {
     desc.device_id = 0;
   }
   void download() {
-    mem->download(host.data(), static_cast<size_t>(host.numel()) * ts::dtype_size(host.dtype()));
+    mem->download(host.data(), static_cast<size_t>(host.numel()) * rf::dtype_size(host.dtype()));
   }
 };
 
@@ -99,12 +99,12 @@ Sample choose_rows(const Shape& s, int64_t requested) {
 }
 
 // float64 reference for the sampled rows, in the sample's order ([rows, D]).
-std::vector<double> reference(const Shape& s, bool causal, const ts::Inputs& in,
+std::vector<double> reference(const Shape& s, bool causal, const rf::Inputs& in,
                               const Sample& smp) {
   if (smp.all) {
-    ts::RefOptions opt;
+    rf::RefOptions opt;
     opt.causal = causal;
-    return ts::reference_attention(in.q, in.k, in.v, s.B, s.Hq, s.Hkv, s.Nq, s.Nk, s.D, opt).o;
+    return rf::reference_attention(in.q, in.k, in.v, s.B, s.Hq, s.Hkv, s.Nq, s.Nk, s.D, opt).o;
   }
   std::vector<double> ref;
   ref.reserve(smp.rows.size() * static_cast<size_t>(s.D));
@@ -123,17 +123,17 @@ std::vector<double> reference(const Shape& s, bool causal, const ts::Inputs& in,
     const size_t qoff = static_cast<size_t>(((b * s.Hq + h) * s.Nq + i) * s.D);
     std::copy(in.q.begin() + qoff, in.q.begin() + qoff + s.D, qr.begin());
     // One row: causal visibility j <= i + Nk - Nq is a valid length of i + Nk - Nq + 1.
-    ts::RefOptions opt;
+    rf::RefOptions opt;
     int64_t L = s.Nk;
     if (causal) L = std::max<int64_t>(0, std::min<int64_t>(s.Nk, i + s.Nk - s.Nq + 1));
     opt.k_lengths = {static_cast<int32_t>(L)};
-    const ts::RefResult rr = ts::reference_attention(qr, kh, vh, 1, 1, 1, 1, s.Nk, s.D, opt);
+    const rf::RefResult rr = rf::reference_attention(qr, kh, vh, 1, 1, 1, 1, s.Nk, s.D, opt);
     ref.insert(ref.end(), rr.o.begin(), rr.o.end());
   }
   return ref;
 }
 
-std::vector<float> gather_output(const Shape& s, const ts::HostTensor& o, const Sample& smp) {
+std::vector<float> gather_output(const Shape& s, const rf::HostTensor& o, const Sample& smp) {
   std::vector<float> out;
   if (smp.all) {
     out.reserve(static_cast<size_t>(o.numel()));
@@ -166,10 +166,10 @@ int cmd_run(RunOptions o) {
   int32_t dev = INT8ATTN_DEVICE_CPU;
   if (o.device == DeviceChoice::Cuda) {
     if (!cuda_ok) {
-      throw std::runtime_error(
-          std::string("--device cuda: ") +
-          (!lib_cuda ? "this build of int8attn has no CUDA backend"
-                     : ndev == 0 ? "no CUDA device found" : cuda_runtime_note()));
+      throw std::runtime_error(std::string("--device cuda: ") +
+                               (!lib_cuda   ? "this build of int8attn has no CUDA backend"
+                                : ndev == 0 ? "no CUDA device found"
+                                            : cuda_runtime_note()));
     }
     dev = INT8ATTN_DEVICE_CUDA;
   } else if (o.device == DeviceChoice::Auto && cuda_ok) {
@@ -211,20 +211,20 @@ int cmd_run(RunOptions o) {
     char buf[256];
     if (int8attn_device_describe(buf, sizeof buf, 0) == INT8ATTN_OK) device_desc = buf;
   }
-  const ts::Layout layout = o.nhd ? ts::Layout::NHD : ts::Layout::HND;
+  const rf::Layout layout = o.nhd ? rf::Layout::NHD : rf::Layout::HND;
 
   // ---- inputs -----------------------------------------------------------------------------
   const double in_mb = double(s.B) * (s.Hq * s.Nq + 2.0 * s.Hkv * s.Nk) * s.D * 4 / 1e6;
   progress("%s %s on %s: generating %s inputs (%.0f MB as fp32)", s.name.c_str(),
            shape_text(s).c_str(), device_desc.c_str(), o.inputs.c_str(), in_mb);
-  ts::Inputs in = ts::make_inputs(family_of(o.inputs), s.B, s.Hq, s.Hkv, s.Nq, s.Nk, s.D, o.seed);
-  DevTensor q(ts::HostTensor::from_values(in.q, dtype, layout, s.B, s.Hq, s.Nq, s.D), dev);
-  DevTensor k(ts::HostTensor::from_values(in.k, dtype, layout, s.B, s.Hkv, s.Nk, s.D), dev);
-  DevTensor v(ts::HostTensor::from_values(in.v, dtype, layout, s.B, s.Hkv, s.Nk, s.D), dev);
-  DevTensor out(ts::HostTensor(dtype, layout, s.B, s.Hq, s.Nq, s.D), dev);
+  rf::Inputs in = rf::make_inputs(family_of(o.inputs), s.B, s.Hq, s.Hkv, s.Nq, s.Nk, s.D, o.seed);
+  DevTensor q(rf::HostTensor::from_values(in.q, dtype, layout, s.B, s.Hq, s.Nq, s.D), dev);
+  DevTensor k(rf::HostTensor::from_values(in.k, dtype, layout, s.B, s.Hkv, s.Nk, s.D), dev);
+  DevTensor v(rf::HostTensor::from_values(in.v, dtype, layout, s.B, s.Hkv, s.Nk, s.D), dev);
+  DevTensor out(rf::HostTensor(dtype, layout, s.B, s.Hq, s.Nq, s.D), dev);
   // The reference sees exactly what the library sees.
   for (auto* vec : {&in.q, &in.k, &in.v})
-    for (float& x : *vec) x = ts::round_to_dtype(x, dtype);
+    for (float& x : *vec) x = rf::round_to_dtype(x, dtype);
 
   const Sample smp = choose_rows(s, o.ref_rows);
   progress("float64 reference on %s", smp.text.c_str());
@@ -237,14 +237,14 @@ int cmd_run(RunOptions o) {
   int8attn_context_t* raw_ctx = nullptr;
   ok(int8attn_context_create(&raw_ctx, &cp), "int8attn_context_create");
   std::unique_ptr<int8attn_context_t, void (*)(int8attn_context_t*)> ctx(raw_ctx,
-                                                                       int8attn_context_destroy);
+                                                                         int8attn_context_destroy);
 
   Report report;
   report.version = int8attn_version_string();
   report.backend = backend;
   report.device = device_desc;
   report.shape = s;
-  report.dtype = ts::dtype_name(dtype);
+  report.dtype = rf::dtype_name(dtype);
   report.layout = o.nhd ? "nhd" : "hnd";
   report.causal = o.causal;
   report.flags = o.balance_channels ? "balance_channels" : "default";
@@ -257,8 +257,10 @@ int cmd_run(RunOptions o) {
 
   const double flops = 4.0 * s.B * s.Hq * s.Nq * s.Nk * s.D * (o.causal ? 0.5 : 1.0);
   if (dev == INT8ATTN_DEVICE_CPU && flops * (warmup + repeats) * o.modes.size() > 2e12)
-    progress("note: %.0f GFLOP per call on the CPU; this will take a while (try --repeats 1 "
-             "--warmup 0, a smaller shape, or a GPU)", flops / 1e9);
+    progress(
+        "note: %.0f GFLOP per call on the CPU; this will take a while (try --repeats 1 "
+        "--warmup 0, a smaller shape, or a GPU)",
+        flops / 1e9);
   for (int32_t mode : o.modes) {
     const bool use_cache = s.decode && mode != INT8ATTN_MODE_EXACT;
     std::unique_ptr<int8attn_kv_cache_t, void (*)(int8attn_kv_cache_t*)> cache(
@@ -290,7 +292,7 @@ int cmd_run(RunOptions o) {
         ok(int8attn_forward(ctx.get(), &q.desc, &k.desc, &v.desc, &out.desc, &fp),
            "int8attn_forward");
     };
-    progress("%s: %d warmup + %d timed runs%s", ts::mode_name(mode), warmup, repeats,
+    progress("%s: %d warmup + %d timed runs%s", rf::mode_name(mode), warmup, repeats,
              use_cache ? " against a K/V cache" : "");
     Timer timer(dev);
     for (int w = 0; w < warmup; ++w) call();
@@ -304,14 +306,14 @@ int cmd_run(RunOptions o) {
       times.push_back(ms);
       spent += ms;
       if (spent > 2000 && r + 1 < repeats)
-        progress("%s: run %d/%d took %.1f ms", ts::mode_name(mode), r + 1, repeats, ms);
+        progress("%s: run %d/%d took %.1f ms", rf::mode_name(mode), r + 1, repeats, ms);
     }
     ok(int8attn_synchronize(ctx.get(), nullptr), "int8attn_synchronize");
     out.download();
-    const ts::Metrics m = ts::compare(gather_output(s, out.host, smp), ref);
+    const rf::Metrics m = rf::compare(gather_output(s, out.host, smp), ref);
 
     Result res;
-    res.mode = ts::mode_name(mode);
+    res.mode = rf::mode_name(mode);
     res.via_cache = use_cache;
     res.metrics = m;
     res.median_ms = median(times);
@@ -321,13 +323,13 @@ int cmd_run(RunOptions o) {
       // Bytes of K and V read once: int8 K + fp16 V (BALANCED) / fp8 V (FAST) from the cache,
       // the input dtype for EXACT.
       const double elems = double(s.B) * s.Hkv * s.Nk * s.D;
-      const double bpe = !use_cache ? 2.0 * ts::dtype_size(dtype)
-                                    : (mode == INT8ATTN_MODE_FAST ? 2.0 : 3.0);
+      const double bpe =
+          !use_cache ? 2.0 * rf::dtype_size(dtype) : (mode == INT8ATTN_MODE_FAST ? 2.0 : 3.0);
       res.gbps = elems * bpe / (res.median_ms * 1e-3) / 1e9;
     }
-    ts::Bar bar = ts::accuracy_bar(mode);
+    rf::Bar bar = rf::accuracy_bar(mode);
     if (mode == INT8ATTN_MODE_EXACT && dtype != INT8ATTN_DTYPE_F32)  // output rounding only
-      bar = dtype == INT8ATTN_DTYPE_BF16 ? ts::Bar{1e-2, 0.9999} : ts::Bar{2e-3, 0.99999};
+      bar = dtype == INT8ATTN_DTYPE_BF16 ? rf::Bar{1e-2, 0.9999} : rf::Bar{2e-3, 0.99999};
     res.meets_bar = m.nonfinite == 0 && m.rel_l1 <= bar.max_rel_l1 && m.cos >= bar.min_cos;
     print_result(report, res);
     report.results.push_back(res);

@@ -8,7 +8,7 @@
 namespace cli {
 
 struct Shape {
-  std::string name;   // "flux_1024px", "square_4096_d128", "decode_b8_nk32k", "custom"
+  std::string name;  // "flux_1024px", "square_4096_d128", "decode_b8_nk32k", "custom"
   int64_t B = 1, Hq = 8, Hkv = 8, Nq = 1024, Nk = 1024, D = 64;
   bool decode = false;  // attention against a K/V cache (Nq small)
   std::string note;

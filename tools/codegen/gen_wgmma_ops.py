@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes cuda/device/wgmma_ops.cuh: the sm90a wgmma instructions the attention kernel issues.
+"""Writes cuda/sm90/wgmma_ops.cuh: the sm90a wgmma instructions the attention kernel issues.
 
 Each instruction names every accumulator register in its inline-asm operand list (32-64 of
 them), which is tedious and error-prone to write by hand; this script spells them out.
@@ -84,10 +84,10 @@ def body(n, fp8_only=False):
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
     # FAST's P·V also runs at N = head dim + 8: the extra 8 columns carry V^T's row of ones,
-    # which sums P on the tensor cores (attention_sm90_kernel.cuh).
+    # which sums P on the tensor cores (attention_wgmma_kernel.cuh).
     sizes = [(n, False) for n in (64, 96, 128, 160, 192)] + [(n + 8, True) for n in (64, 96, 128, 160, 192)]
     text = HEADER + "\n" + "\n".join(body(n, f) for n, f in sorted(sizes)) + FOOTER
-    target = root / "cuda/device/wgmma_ops.cuh"
+    target = root / "cuda/sm90/wgmma_ops.cuh"
     if "--check" in sys.argv[1:]:
         if target.read_text() != text:
             print(f"{target} is stale: run python3 tools/codegen/gen_wgmma_ops.py", file=sys.stderr)

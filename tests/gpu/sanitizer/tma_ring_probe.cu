@@ -14,7 +14,7 @@
 //           producer may refill the stage under the read), which the tool must report — its
 //           control
 //
-// Measured (H100, CUDA 13 compute-sanitizer; NOTES run 30): lane0 1 hazard, all 0, sts 2,
+// Measured (H100, CUDA 13 compute-sanitizer): lane0 1 hazard, all 0, sts 2,
 // early 1. racecheck does not carry other lanes' reads through __syncwarp to lane 0's arrive
 // (async proxy or not); per-thread arrivals are clean, so the attention kernel now uses them.
 //
@@ -26,7 +26,7 @@
 #include <cstring>
 #include <vector>
 
-#include "device/sm90.cuh"
+#include "cuda/sm90/primitives.cuh"
 
 namespace {
 
@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
     const int lane = c % 32;
     float want = 0.f;
     for (int n = 0; n < kTiles; ++n)
-      want += h_src[n * kFloatsPerTile + 2 * lane] * (n + 1) + h_src[n * kFloatsPerTile + 2 * lane + 1];
+      want +=
+          h_src[n * kFloatsPerTile + 2 * lane] * (n + 1) + h_src[n * kFloatsPerTile + 2 * lane + 1];
     if (h_out[c] != want) ++wrong;
   }
   cudaFree(d_src);

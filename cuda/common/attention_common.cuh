@@ -1,0 +1,685 @@
+// Pieces shared by the attention kernels (attention_mma_kernel.cuh on warp MMAs, and the sm90a
+// warpgroup kernel sm90/attention_wgmma_kernel.cuh): which keys a packed query row sees, the Q
+// prologue (load, channel balancing, K-smoothing shift, INT8 quantization into a swizzled shared
+// tile) and the epilogue (normalise, undo V's scale and mean, write O / LSE or split partials).
+// Both kernels hold O in the mma.sync m16n8 accumulator layout (wgmma's is the same per warp).
+#pragma once
+
+#include <cstdint>
+
+#include "common/quant_math.h"
+#include "cuda/common/mma.cuh"
+#include "cuda/common/pdl.cuh"
+#include "cuda/common/attention_params.h"
+
+namespace int8attn {
+
+// Which keys of a row are visible: [0, hi) intersected with the block mask.
+struct RowInfo {
+  bool valid = false;
+  int i = 0, h = 0, hi = 0;
+};
+
+__device__ __forceinline__ RowInfo row_info(const AttnKernelParams& p, int hkv, int packed_row,
+                                            int L) {
+  RowInfo r;
+  const int g = packed_row / p.row_pitch;
+  r.i = packed_row - g * p.row_pitch;
+  r.valid = g < p.G && r.i < p.Nq;
+  r.h = hkv * p.G + (g < p.G ? g : 0);
+  r.hi = p.causal ? min(L, r.i + L - p.Nq + 1) : L;
+  if (!r.valid) r.hi = 0;
+  return r;
+}
+
+__device__ __forceinline__ bool mask_keep(const AttnKernelParams& p, int b, const RowInfo& r,
+                                          int j) {
+  const int64_t off = b * p.mask_stride[0] + r.h * p.mask_stride[1] +
+                      (r.i / p.mask_qb) * p.mask_stride[2] + (j / p.mask_kb) * p.mask_stride[3];
+  return p.mask[off] != 0;
+}
+
+// What a CTA works on: grid x = (b, kv-head, m-tile) with m-tile fastest (the CTAs of one
+// head run together and share its K/V in L2), grid y = key split; L = the batch's valid keys.
+struct CtaWork {
+  int m_tile, b, hkv, split, L;
+  int64_t kv_head;  // canonical K/V head (stride 0 = broadcast)
+};
+
+__device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
+  CtaWork w;
+  w.m_tile = blockIdx.x % p.m_tiles;
+  const int bh = blockIdx.x / p.m_tiles;
+  w.b = bh / p.Hkv;
+  w.hkv = bh % p.Hkv;
+  w.split = blockIdx.y;
+  w.L = p.Nk;
+  if (p.k_lengths != nullptr) {
+    const int v = p.k_lengths[w.b * p.k_lengths_stride];
+    w.L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
+  }
+  w.kv_head = w.b * p.kv_batch_stride + w.hkv * p.kv_head_stride;
+  return w;
+}
+
+// A 64-key tile's INT8 scores in the key-scaled domain t = dot·ks_j (m16n8 accumulator layout,
+// s[n][e]: key n·8 + 2·t4 + (e & 1)): one VIADD (the dot as a biased float) and one FFMA with the
+// per-key constant −1.5·2^23·ks_j a score. The row's Q scale stays out: online_softmax_step
+// multiplies it in the exponent's FFMA, so a score costs no separate scale multiply.
+// `ks`: the tile's 64 key scales.
+__device__ __forceinline__ void key_scaled_scores(const int (&si)[8][4], const float* ks, int t4,
+                                                  float (&s)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+    const float ks0 = ks[n * 8 + 2 * t4], ks1 = ks[n * 8 + 2 * t4 + 1];
+    const float kb0 = -dev::kIntFloatBias * ks0, kb1 = -dev::kIntFloatBias * ks1;
+    s[n][0] = fmaf(dev::biased_int_as_float(si[n][0]), ks0, kb0);
+    s[n][1] = fmaf(dev::biased_int_as_float(si[n][1]), ks1, kb1);
+    s[n][2] = fmaf(dev::biased_int_as_float(si[n][2]), ks0, kb0);
+    s[n][3] = fmaf(dev::biased_int_as_float(si[n][3]), ks1, kb1);
+  }
+}
+
+// One online-softmax step (log2 domain) for a warp's 16 rows over 64 keys in the m16n8
+// accumulator layout (s[n][e]: row half e >> 1). The scores come unscaled by their row:
+// score = s·row_scale[e >> 1] (row_scale > 0: the Q scale times sm_scale·log2(e), or
+// sm_scale·log2(e) alone), so the maximum is taken on s and the scale is applied once per score
+// inside the exponent's FFMA. Computes the running row maxima (scaled), the tile's exponentials
+// in place (times 2^kPOffset: FAST scales P by 448), the running sums rescaled, and O's
+// rescale factor per row half. A row that has seen no key yet keeps m = −inf and uses 0 as its
+// reference so no NaN appears.
+template <bool kSkipUnitRescale = false, int DT>
+__device__ __forceinline__ void online_softmax_step(float (&s)[8][4], const float (&row_scale)[2],
+                                                    float (&m_run)[2], float (&l_run)[2],
+                                                    float (&acc)[DT][4], float kPOffset) {
+  float alpha[2];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(m_run[rh], mx * row_scale[rh]);  // −inf stays −inf (row_scale > 0)
+    const float ref = (mx == -INFINITY) ? 0.f : mx;
+    alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
+    m_run[rh] = mx;
+    const float add = kPOffset - ref;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      s[n][2 * rh] = dev::fast_exp2(fmaf(s[n][2 * rh], row_scale[rh], add));
+      s[n][2 * rh + 1] = dev::fast_exp2(fmaf(s[n][2 * rh + 1], row_scale[rh], add));
+    }
+    l_run[rh] *= alpha[rh];
+  }
+  // Once the row maxima settle, alpha is exactly 1 (ex2 of 0) for most tiles: skip the
+  // multiplies when it is for every row of the warp (a warp-uniform branch). Long key loops
+  // gain (decode); the cluster kernel's short ones lose 2.5% (sd15_l3).
+  if constexpr (kSkipUnitRescale)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
+  for (int n = 0; n < DT; ++n) {
+    acc[n][0] *= alpha[0];
+    acc[n][1] *= alpha[0];
+    acc[n][2] *= alpha[1];
+    acc[n][3] *= alpha[1];
+  }
+}
+
+// Q's channels in 8-channel chunks, one per lane, as the 16-byte Q paths hold them (the short
+// path below and the sm90 kernel's staged one): kLanes lanes per row, 32 / kLanes rows a pass.
+template <int DPAD>
+struct QChunks {
+  static constexpr int kChunks = DPAD / 8;  // 8-channel chunks of a padded row
+  static constexpr int kLanes = kChunks <= 4 ? 4 : kChunks <= 8 ? 8 : kChunks <= 16 ? 16 : 32;
+  static constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
+};
+
+// This lane's 8 channels (c0..) of μ_K (smoothing shift) and 1/α (balancing); 0 and 1 when off
+// or past the head dim (D % 8 == 0: a chunk is all in or all out).
+template <int DPAD>
+__device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int64_t kv_head,
+                                                  int c0, float (&kmu)[8], float (&inv_alpha)[8]) {
+  const bool live = c0 < p.D;
+  const int cc = live ? c0 : 0;
+  const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
+  const float* alpha_p = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD + cc : nullptr;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {  // all loads first, then the arithmetic
+    kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
+    inv_alpha[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    kmu[i] = live ? kmu[i] : 0.f;
+    inv_alpha[i] = live ? 1.0f / inv_alpha[i] : 1.f;
+  }
+}
+
+// The maximum of a non-negative float over each group of kLanes consecutive lanes (a power of
+// two). A whole warp is one REDUX on the bits (non-negative floats order as their bit patterns)
+// instead of five dependent shuffle + max steps.
+template <int kLanes>
+__device__ __forceinline__ float lane_group_max_nonneg(float x) {
+  if constexpr (kLanes == 32) {
+    return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(x)));
+  } else {
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+  }
+}
+
+// The largest |x_i| of eight floats, as a tree (three dependent steps, not seven).
+__device__ __forceinline__ float absmax8(const float (&x)[8]) {
+  const float a = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
+  const float b = fmaxf(fmaxf(fabsf(x[4]), fabsf(x[5])), fmaxf(fabsf(x[6]), fabsf(x[7])));
+  return fmaxf(a, b);
+}
+
+// Eight floats times 1/scale as INT8 (round-to-nearest-even and the ±127 clamp, as
+// qm::quantize_int8, but with the product and the rounding fused into one FMA), packed in two
+// words. x·inv + 1.5·2^23 (one FMA) puts the rounded integer in the low
+// mantissa bits, the clamp works on that form and PRMTs gather the low bytes: three FP
+// instructions and under one PRMT an element, none on the conversion pipe.
+// kClamp false: for a group scaled by qm::int8_scale(absmax, m) with 1 <= m <= 64 and every
+// |x| <= absmax, |x·inv| <= (127 / m)·(1 + 2^-22), which rounds to at most 127: the clamp is a
+// no-op there and two of the three FP instructions an element go (int8_clamp_needed).
+template <bool kClamp = true>
+__device__ __forceinline__ uint2 quantize8_int8(const float (&x)[8], float inv) {
+  constexpr float kMagic = 12582912.0f;  // 1.5·2^23
+  uint32_t b[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float t = fmaf(x[i], inv, kMagic);
+    b[i] =
+        __float_as_uint(kClamp ? fminf(fmaxf(t, kMagic - qm::kInt8Max), kMagic + qm::kInt8Max) : t);
+  }
+  const uint32_t lo =
+      __byte_perm(__byte_perm(b[0], b[1], 0x0040), __byte_perm(b[2], b[3], 0x0040), 0x5410);
+  const uint32_t hi =
+      __byte_perm(__byte_perm(b[4], b[5], 0x0040), __byte_perm(b[6], b[7], 0x0040), 0x5410);
+  return make_uint2(lo, hi);
+}
+
+// Whether quantize8_int8 must clamp for groups scaled by qm::int8_scale(absmax, m): a
+// multiplier below 1 (a timestep policy that clips) scales values past ±127, and above 64 the
+// scale's overflow guard (scale 1) can be taken for a finite absmax. NaN clamps.
+__device__ __forceinline__ bool int8_clamp_needed(float m) { return !(m >= 1.f && m <= 64.f); }
+
+// One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the row's absmax over
+// its kLanes lanes and (only when the LSE is written) the K-smoothing shift, then INT8 into sQ
+// (8 bytes) and the row's scale and LSE shift. The same maths as stage_q_warp_rows' general
+// path.
+template <int DPAD, int kLanes, typename QTile>
+__device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, const uint4& raw,
+                                                 bool live, const float (&kmu)[8],
+                                                 const float (&inv_alpha)[8], int r_local, int c0,
+                                                 uint8_t* sQ, float* sQScale, float* sLseShift) {
+  float x[8];
+  dev::unpack8(live ? raw : make_uint4(0u, 0u, 0u, 0u), p.dtype, x);
+  // The shift only moves the LSE (split-KV partials of a row all lack it alike when it is off).
+  const bool want_shift = p.lse != nullptr;
+  float shift = 0.f;
+  if (want_shift) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) shift = fmaf(x[i], kmu[i], shift);
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) shift += __shfl_xor_sync(0xffffffffu, shift, o);
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] *= inv_alpha[i];
+  const float amax = lane_group_max_nonneg<kLanes>(absmax8(x));
+  const float sc = qm::int8_scale(amax, p.q_multiplier);
+  const uint2 w = quantize8_int8(x, 1.0f / sc);
+  if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = w;
+  if (c0 == 0) {
+    // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+    sLseShift[r_local] = want_shift ? shift * p.sm_scale : 0.f;
+    sQScale[r_local] = sc * p.sm_scale_log2;
+  }
+}
+
+// The short path of stage_q_warp_rows for INT8 Q with per-row scales when Q's rows are
+// contiguous and 16-byte aligned (AttnKernelParams::q_vec): each lane loads its chunk of a row
+// with one 16-byte load (all passes' loads in flight together) and stores its 8 INT8 bytes with
+// one 8-byte store. About a fifth of the instructions of the general path: the prologue runs
+// once per CTA from a cold instruction cache, so its length is what it costs.
+template <int DPAD, typename QTile>
+__device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p, int b, int hkv,
+                                                      int L, int64_t kv_head, int packed_row0,
+                                                      int r_local0, uint8_t* sQ, float* sQScale,
+                                                      float* sLseShift, int lane) {
+  using QC = QChunks<DPAD>;
+  const int c0 = (lane % QC::kLanes) * 8;
+  const bool live_chunk = c0 < p.D;
+  float kmu[8], inv_alpha[8];
+  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
+  const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
+  uint4 raw[QC::kPasses];
+  bool live[QC::kPasses];
+#pragma unroll
+  for (int ps = 0; ps < QC::kPasses; ++ps) {
+    const RowInfo ri = row_info(p, hkv, packed_row0 + ps * QC::kRowsPerPass + lane / QC::kLanes, L);
+    const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2];
+    live[ps] = ri.valid && live_chunk;
+    raw[ps] = *reinterpret_cast<const uint4*>(q16 + (live[ps] ? off + c0 : 0));
+  }
+#pragma unroll
+  for (int ps = 0; ps < QC::kPasses; ++ps)
+    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw[ps], live[ps], kmu, inv_alpha,
+                                              r_local0 + ps * QC::kRowsPerPass + lane / QC::kLanes,
+                                              c0, sQ, sQScale, sLseShift);
+}
+
+// Bytes of one warp's staging area: its 16 raw Q rows (kLanes 16-byte chunks a row) on the
+// way in; its 16 fp32 O rows (padded by 16 bytes against bank conflicts: the sm90a kernel's
+// BALANCED tiles at head dim 160 fit beside eight of these with that pad, not with 32) and 16
+// row flags on the way out.
+template <int DPAD>
+inline constexpr int staged_q_bytes() {
+  return 16 * QChunks<DPAD>::kLanes * 16;
+}
+template <int DPAD>
+inline constexpr int staged_o_bytes() {
+  return 16 * (DPAD * 4 + 16) + 64;
+}
+
+// Q in and O out through a per-warp staging area of shared memory, for contiguous, 16-byte
+// aligned Q and O (AttnKernelParams::q_vec / o_vec), used by both attention kernels where the
+// staging area fits. Both run once per CTA from a cold instruction cache, so their length is
+// their cost: the copies go
+// through shared memory so that the per-row work runs in rolled loops of ~200 instructions
+// instead of ~1,400 unrolled ones, with every global access 16 bytes wide. Lane mapping of
+// both: QChunks (kLanes lanes per row, 8 channels each).
+
+// No other copies to start beside Q's (stage_q_rows_staged's default).
+struct NoOtherCopies {
+  __device__ void operator()() const {}
+};
+
+// Stage the warp's 16 query rows (packed rows packed_row0.., shared rows r_local0..) in sQ as
+// INT8 with per-row scales: the same maths as stage_q_warp_rows. kOtherCopies: other_copies()
+// starts and commits exactly one more cp.async group once Q's copies are on their way (a key
+// tile to fly during the quantization); the wait then leaves that group in flight.
+template <int DPAD, typename QTile, bool kOtherCopies = false, typename F = NoOtherCopies>
+__device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, int b, int hkv,
+                                                    int L, int64_t kv_head, int packed_row0,
+                                                    int r_local0, uint8_t* sQ, float* sQScale,
+                                                    float* sLseShift, int lane, uint8_t* staging,
+                                                    F&& other_copies = F{}) {
+  using QC = QChunks<DPAD>;
+  const int chunk = lane % QC::kLanes, c0 = chunk * 8;
+  const bool live_chunk = c0 < p.D;
+  const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
+  // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once, from a
+  // rolled loop that holds no registers for them. Passes without a valid row (decode: 4 of 16
+  // rows live) are marked and later only zeroed, not quantized.
+  uint32_t live_passes = 0;
+#pragma unroll 1
+  for (int ps = 0; ps < QC::kPasses; ++ps) {
+    const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
+    const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
+    const bool ok = ri.valid && live_chunk;
+    if (__any_sync(0xffffffffu, ri.valid)) live_passes |= 1u << ps;
+    const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2] + c0;
+    dev::cp_async_16(staging + (row * QC::kLanes + chunk) * 16, q16 + (ok ? off : 0), ok);
+  }
+  dev::cp_async_commit();
+  if constexpr (kOtherCopies) other_copies();
+  float kmu[8], inv_alpha[8];  // while the copies fly
+  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
+  dev::cp_async_wait<kOtherCopies ? 1 : 0>();  // each lane reads back only its own copies
+#pragma unroll 1
+  for (int ps = 0; ps < QC::kPasses; ++ps) {
+    const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
+    if (!((live_passes >> ps) & 1u)) {  // warp-uniform: rows no one reads back, kept finite
+      if (c0 < DPAD)
+        *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local0 + row, c0)) = uint2{0u, 0u};
+      if (c0 == 0) sQScale[r_local0 + row] = sLseShift[r_local0 + row] = 0.f;
+      continue;
+    }
+    const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * QC::kLanes + chunk) * 16);
+    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, inv_alpha, r_local0 + row, c0, sQ,
+                                              sQScale, sLseShift);  // zeros outside Q
+  }
+}
+
+// Write the warp's 16 rows of O (acc in the m16n8 / wgmma accumulator layout, l_run reduced
+// over the quad) and the LSE, or with split-KV (p.num_splits > 1) this split's partial rows and
+// LSEs: normalised fp32 rows into the staging area, then 16-byte stores of 8 channels with V's
+// scale and mean applied (the same maths as write_output_rows).
+template <int DPAD>
+__device__ __forceinline__ void store_o_rows_staged(
+    const AttnKernelParams& p, const float (&acc)[DPAD / 8][4], const float (&m_run)[2],
+    const float (&l_run)[2], const RowInfo (&my_rows)[2], const float (&lse_shift)[2],
+    float kPOffset, int split, int b, int hkv, int L, int64_t kv_head, int packed_row0, int lane,
+    uint8_t* staging) {
+  const bool split_out = p.num_splits > 1;
+  // A row's place in the split partials (see write_output_rows).
+  auto part_row = [&](const RowInfo& r) {
+    return ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i;
+  };
+  using RC = QChunks<DPAD>;
+  constexpr int kPitch = DPAD + 4;  // floats per staged row (staged_o_bytes)
+  float* sO = reinterpret_cast<float*>(staging);
+  float* sEmpty = sO + 16 * kPitch;
+  const int g8 = lane >> 2, t4 = lane & 3;
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const bool empty = !(l_run[rh] > 0.f);
+    const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
+    const int row = g8 + 8 * rh;
+#pragma unroll
+    for (int dn = 0; dn < DPAD / 8; ++dn)
+      *reinterpret_cast<float2*>(sO + row * kPitch + dn * 8 + 2 * t4) =
+          make_float2(acc[dn][2 * rh] * inv_l, acc[dn][2 * rh + 1] * inv_l);
+    const RowInfo& r = my_rows[rh];
+    if (t4 == 0) {
+      sEmpty[row] = empty ? 1.f : 0.f;
+      const float lse =
+          empty ? -INFINITY
+                : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f + lse_shift[rh];
+      if (r.valid && split_out)
+        p.part_lse[part_row(r)] = lse;
+      else if (r.valid && p.lse != nullptr)
+        p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
+    }
+  }
+  __syncwarp();
+  const int chunk = lane % RC::kLanes, c0 = chunk * 8;
+  const bool live_chunk = c0 < p.D;
+  float sc[8], mu[8];
+  {
+    const float* vs = p.v_scale + kv_head * DPAD + (live_chunk ? c0 : 0);
+    const float* vm = p.v_mean + kv_head * DPAD + (live_chunk ? c0 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sc[i] = vs[i];
+      mu[i] = vm[i];
+    }
+  }
+  const bool bf16 = p.dtype == DType::kBF16;
+#pragma unroll 1
+  for (int ps = 0; ps < RC::kPasses; ++ps) {
+    const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
+    const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
+    if (!ri.valid || !live_chunk) continue;
+    const float4 lo = *reinterpret_cast<const float4*>(sO + row * kPitch + c0);
+    const float4 hi = *reinterpret_cast<const float4*>(sO + row * kPitch + c0 + 4);
+    const bool empty = sEmpty[row] != 0.f;
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    if (split_out) {  // fp32 partial rows of D floats (D % 8 == 0: 32-byte aligned chunks)
+      float o[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[i] = empty ? 0.f : v[i] * sc[i] + mu[i];
+      float4* dst = reinterpret_cast<float4*>(p.part_o + part_row(ri) * p.D + c0);
+      dst[0] = make_float4(o[0], o[1], o[2], o[3]);
+      dst[1] = make_float4(o[4], o[5], o[6], o[7]);
+      continue;
+    }
+    uint32_t w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float a = empty ? 0.f : v[2 * i] * sc[2 * i] + mu[2 * i];
+      const float c = empty ? 0.f : v[2 * i + 1] * sc[2 * i + 1] + mu[2 * i + 1];
+      const __nv_bfloat162 vb = __floats2bfloat162_rn(a, c);
+      const __half2 vh = __floats2half2_rn(a, c);
+      w[i] =
+          bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
+    }
+    dev::st_global_16(static_cast<uint16_t*>(p.o) + b * p.o_stride[0] + ri.h * p.o_stride[1] +
+                          ri.i * p.o_stride[2] + c0,
+                      make_uint4(w[0], w[1], w[2], w[3]));
+  }
+}
+
+// Stage 16 query rows of one warp (packed rows packed_row0.., shared rows r_local0..) in sQ:
+// INT8 with a per-row scale (unless Q scales are per block: the caller quantizes then, from
+// row_absmax) or fp16/bf16 for EXACT. Also the per-row LSE shift of K smoothing.
+// kBatch rows have their loads in flight together (4 for the register-tight warp-MMA kernel,
+// all 16 for the warpgroup kernel's consumers).
+template <int DPAD, bool INT8QK, bool BF16, typename QTile, int kBatch = 4>
+__device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int b, int hkv, int L,
+                                                  int64_t kv_head, int packed_row0, int r_local0,
+                                                  uint8_t* sQ, float* sQScale, float* sLseShift,
+                                                  int lane, float (&row_absmax)[16]) {
+  if constexpr (INT8QK) {
+    if (p.q_vec && !p.q_per_block) {
+      stage_q_warp_rows_vec<DPAD, QTile>(p, b, hkv, L, kv_head, packed_row0, r_local0, sQ, sQScale,
+                                         sLseShift, lane);
+      return;
+    }
+  }
+  const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
+  const float* kmu = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD : nullptr;
+  // Every global load below is issued before any value is used, from an address that is always
+  // readable (element 0 of a tensor for padding lanes and rows, then zeroed): a load behind a
+  // validity branch with its conversion inside that branch made the compiler wait for each one,
+  // 64 serialised memory latencies per warp at head dim 128 (~27 us per CTA).
+  // Per-channel constants of this lane's channels, loaded once; balancing divides Q by alpha:
+  // one reciprocal per channel here, multiplies per row below.
+  float kmu_c[DPAD / 32], alpha_c[DPAD / 32], inv_alpha_c[DPAD / 32];
+#pragma unroll
+  for (int c = 0; c < DPAD / 32; ++c) {
+    const int d = c * 32 + lane < p.D ? c * 32 + lane : 0;
+    kmu_c[c] = kmu != nullptr ? kmu[d] : 0.f;
+    alpha_c[c] = alpha != nullptr ? alpha[d] : 1.f;
+  }
+#pragma unroll
+  for (int c = 0; c < DPAD / 32; ++c) {
+    const bool live = c * 32 + lane < p.D;
+    kmu_c[c] = live ? kmu_c[c] : 0.f;
+    inv_alpha_c[c] = live ? 1.0f / alpha_c[c] : 1.f;
+  }
+  const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
+  // kBatch rows at a time: all their loads are issued before any conversion or reduction.
+#pragma unroll
+  for (int r0 = 0; r0 < 16; r0 += kBatch) {
+    RowInfo ris[kBatch];
+    uint16_t raw[kBatch][DPAD / 32];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      ris[u] = row_info(p, hkv, packed_row0 + r0 + u, L);
+      const int64_t base = b * p.q_stride[0] + ris[u].h * p.q_stride[1] + ris[u].i * p.q_stride[2];
+#pragma unroll
+      for (int c = 0; c < DPAD / 32; ++c) {
+        const int d = c * 32 + lane;
+        raw[u][c] = q16[(ris[u].valid && d < p.D) ? base + d * p.q_stride[3] : 0];
+      }
+    }
+    float vals4[kBatch][DPAD / 32];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u)
+#pragma unroll
+      for (int c = 0; c < DPAD / 32; ++c) {
+        const float f = dev::bits16_to_float(raw[u][c], p.dtype);  // no branch around it
+        vals4[u][c] = (ris[u].valid && c * 32 + lane < p.D) ? f : 0.f;
+      }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int rr = r0 + u;
+      const int r_local = r_local0 + rr;
+      float* vals = vals4[u];
+      float amax = 0.f, shift = 0.f;
+#pragma unroll
+      for (int c = 0; c < DPAD / 32; ++c) {
+        shift += vals[c] * kmu_c[c];
+        vals[c] *= inv_alpha_c[c];
+        amax = fmaxf(amax, fabsf(vals[c]));
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        shift += __shfl_xor_sync(0xffffffffu, shift, o);
+      }
+      row_absmax[rr] = amax;
+      // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+      if (lane == 0) sLseShift[r_local] = shift * p.sm_scale;
+      if constexpr (INT8QK) {
+        if (!p.q_per_block) {
+          const float sc = qm::int8_scale(amax, p.q_multiplier);
+          const float inv = 1.0f / sc;
+#pragma unroll
+          for (int c = 0; c < DPAD / 32; ++c)
+            sQ[QTile::offset(r_local, c * 32 + lane)] =
+                static_cast<uint8_t>(qm::quantize_int8(vals[c], inv));
+          if (lane == 0) sQScale[r_local] = sc * p.sm_scale_log2;
+        }
+      } else {
+#pragma unroll
+        for (int c = 0; c < DPAD / 32; ++c) {
+          const int byte = (c * 32 + lane) * 2;
+          uint16_t bits;
+          if constexpr (BF16) {
+            __nv_bfloat16 hv = __float2bfloat16_rn(vals[c]);
+            bits = *reinterpret_cast<uint16_t*>(&hv);
+          } else {
+            __half hv = __float2half_rn(vals[c]);
+            bits = *reinterpret_cast<uint16_t*>(&hv);
+          }
+          *reinterpret_cast<uint16_t*>(sQ + QTile::offset(r_local, byte)) = bits;
+        }
+      }
+    }
+  }
+}
+
+// Write this thread's two rows of O (acc in the m16n8 accumulator layout over DPAD/8 column
+// groups; l_run already reduced over the quad) and the LSE, or the split-KV partials.
+// V's per-channel scale and mean are loaded in batches before the stores that use them:
+// interleaved with the stores, each load waited for the store before it (the compiler cannot
+// tell that O does not alias them).
+template <int DPAD, bool INT8>
+__device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
+                                                  const float (&acc)[DPAD / 8][4],
+                                                  const float (&m_run)[2], const float (&l_run)[2],
+                                                  const RowInfo (&my_rows)[2],
+                                                  const float (&lse_shift)[2], float kPOffset,
+                                                  int split, int b, int64_t kv_head, int t4) {
+  const float* vs = INT8 ? p.v_scale + kv_head * DPAD : nullptr;
+  const float* vm = INT8 ? p.v_mean + kv_head * DPAD : nullptr;
+  const bool split_out = p.num_splits > 1;
+  bool empty[2], paired[2];
+  float inv_l[2], lse[2];
+  int64_t base[2];  // O element offset of the row, or its row in the split partials
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const RowInfo& r = my_rows[rh];
+    empty[rh] = !(l_run[rh] > 0.f);
+    inv_l[rh] = empty[rh] ? 0.f : 1.0f / l_run[rh];
+    lse[rh] = empty[rh]
+                  ? -INFINITY
+                  : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f + lse_shift[rh];
+    base[rh] = split_out ? ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i
+                         : b * p.o_stride[0] + r.h * p.o_stride[1] + r.i * p.o_stride[2];
+    // Channel pairs (2·t4, 2·t4+1) go out as one 4-byte store when O's channels are
+    // contiguous and the row start is even (the common layouts), else element by element.
+    paired[rh] = p.o_stride[3] == 1 && (base[rh] & 1) == 0 && p.dtype != DType::kF32 &&
+                 (reinterpret_cast<uintptr_t>(p.o) & 3) == 0;
+  }
+  // V's scale and mean for kGroup column groups are loaded before their stores: all of them at
+  // once up to head dim 128 (64 registers, free by now), 4 groups at a time above.
+  constexpr int kGroup = DPAD <= 128 ? DPAD / 8 : 4;  // divides DPAD / 8 (DPAD % 32 == 0)
+  // Loads of V's per-channel scale and mean for column groups d0.. (of this thread's channels).
+  auto load_v_consts = [&](int d0, float(&sc)[kGroup][2], float(&mu)[kGroup][2]) {
+    if constexpr (INT8) {
+#pragma unroll
+      for (int j = 0; j < kGroup; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = (d0 + j) * 8 + 2 * t4 + e;
+          sc[j][e] = vs[c < p.D ? c : 0];
+          mu[j][e] = vm[c < p.D ? c : 0];
+        }
+    }
+  };
+  // Channel pair (2·t4, 2·t4+1) of column group d0 + j of row half rh: normalised, V's scale
+  // and mean applied (0 for an empty row and past the head dim).
+  auto out_pair = [&](int rh, int d0, int j, const float(&sc)[kGroup][2],
+                      const float(&mu)[kGroup][2], float(&o2)[2]) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float o = acc[d0 + j][2 * rh + e] * inv_l[rh];
+      if constexpr (INT8)
+        o2[e] = (empty[rh] || (d0 + j) * 8 + 2 * t4 + e >= p.D) ? 0.f : o * sc[j][e] + mu[j][e];
+      else
+        o2[e] = o;
+    }
+  };
+  if (!split_out && p.o_vec) {
+    // The short path (contiguous, 16-byte aligned O rows: every pair is one 4-byte store;
+    // D % 8 == 0, so a pair is all in or all out). Like the Q prologue, this code runs once per
+    // CTA from a cold instruction cache: one store path instead of three keeps it short.
+    const bool bf16 = p.dtype == DType::kBF16;
+#pragma unroll
+    for (int d0 = 0; d0 < DPAD / 8; d0 += kGroup) {
+      float sc[kGroup][2], mu[kGroup][2];
+      load_v_consts(d0, sc, mu);
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        if (!my_rows[rh].valid) continue;
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) {
+          const int c0 = (d0 + j) * 8 + 2 * t4;
+          if (c0 >= p.D) continue;
+          float o2[2];
+          out_pair(rh, d0, j, sc, mu, o2);
+          const __nv_bfloat162 vb = __floats2bfloat162_rn(o2[0], o2[1]);
+          const __half2 vh = __floats2half2_rn(o2[0], o2[1]);
+          *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) =
+              bf16 ? *reinterpret_cast<const uint32_t*>(&vb)
+                   : *reinterpret_cast<const uint32_t*>(&vh);
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int d0 = 0; d0 < DPAD / 8; d0 += kGroup) {
+      float sc[kGroup][2], mu[kGroup][2];
+      load_v_consts(d0, sc, mu);
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        if (!my_rows[rh].valid) continue;
+#pragma unroll
+        for (int j = 0; j < kGroup; ++j) {
+          const int c0 = (d0 + j) * 8 + 2 * t4;
+          float o2[2];
+          out_pair(rh, d0, j, sc, mu, o2);
+          if (split_out) {
+            float* dst = p.part_o + base[rh] * p.D;
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (c0 + e < p.D) dst[c0 + e] = o2[e];
+          } else if (paired[rh] && c0 + 1 < p.D) {
+            uint32_t bits;
+            if (p.dtype == DType::kBF16) {
+              __nv_bfloat162 v = __floats2bfloat162_rn(o2[0], o2[1]);
+              bits = *reinterpret_cast<uint32_t*>(&v);
+            } else {
+              __half2 v = __floats2half2_rn(o2[0], o2[1]);
+              bits = *reinterpret_cast<uint32_t*>(&v);
+            }
+            *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) = bits;
+          } else {
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+              if (c0 + e < p.D)
+                dev::store_from_float(p.o, base[rh] + (c0 + e) * p.o_stride[3], p.dtype, o2[e]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const RowInfo& r = my_rows[rh];
+    if (!r.valid || t4 != 0) continue;
+    if (split_out)
+      p.part_lse[base[rh]] = lse[rh];
+    else if (p.lse != nullptr)
+      p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse[rh];
+  }
+}
+
+}  // namespace int8attn

@@ -1,0 +1,94 @@
+// Host-callable launchers of the K/V preparation (prepare_kv.cu: the sequence; the kernels in
+// prepare_kv_kernels.cu, their bodies in prepare_kv_bodies.cuh).
+//
+// Forward:  stats_fill (identities into the scratch accumulators)
+//           -> statistics (one read of K and V: per-channel sum / max / min, reduced per CTA and
+//              accumulated with atomics per canonical head; max |q| likewise when balancing, in
+//              the same launch when both fit in one wave)
+//           -> finalize (means, V scales, balancing factors: qm::channel_consts; done by every
+//              quantization CTA itself while the grid is one wave, else one launch)
+//           -> quantize (second read of K and V, mostly from L2: INT8 K + per-key scales,
+//              V as fp16 or as transposed, key-permuted FP8 — the layouts of attention_params.h).
+// Cache:    the first append runs all of it into the cache's own buffers; later appends run
+//           the quantization alone with the kept means/scales, at the cache's current length.
+// Every kernel reads contiguous, 16-byte aligned rows with 16-byte loads and any other layout
+// with strided loads (kv_prep_vectorizable, q_stats_vectorizable); the maths is one.
+#pragma once
+
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "common/modes.h"
+
+namespace int8attn {
+
+struct KvPrepParams {
+  // Source K, V: [B_src, H_src, n, D] in dtype with element strides.
+  const void* k = nullptr;
+  int64_t k_stride[4] = {0, 0, 0, 0};
+  const void* v = nullptr;
+  int64_t v_stride[4] = {0, 0, 0, 0};
+  DType dtype = DType::kF16;
+  int heads_b = 1, heads_h = 1;  // canonical head (b, h) -> index b·heads_h + h
+  int n = 0;                     // tokens in the source
+  int D = 0, dpad = 0;
+  const int32_t* k_lengths = nullptr;  // per canonical batch (only when heads_b == B), or null
+  int64_t k_lengths_stride = 0;
+
+  Mode mode = Mode::kBalanced;  // EXACT copies K and V
+  bool smooth_k = true, smooth_v = true;
+  bool k_per_token = false;
+  float k_multiplier = 1.f;
+  float v_headroom = 1.f;
+
+  // Channel balancing needs Q's channel maxima: Q [B, Hq, Nq, D]; G q-heads per kv-head;
+  // q_batches = how many batches of Q map onto one canonical batch (B when K is broadcast).
+  bool balance = false;
+  const void* q = nullptr;
+  int64_t q_stride[4] = {0, 0, 0, 0};
+  int G = 1, Nq = 0, q_batches = 1;
+
+  // Canonical outputs.
+  void* k_out = nullptr;
+  float* k_scale = nullptr;
+  void* v_out = nullptr;
+  float* v_scale = nullptr;
+  float* v_mean = nullptr;
+  float* k_mean = nullptr;
+  float* alpha = nullptr;  // null unless balance
+  int64_t nk_pad = 0;      // keys per canonical head in the outputs
+  int64_t key_offset = 0;  // where token 0 of the source lands (cache appends)
+  bool fill_tail = true;   // also zero the padding keys up to nk_pad (forward buffers)
+
+  float* partials = nullptr;  // scratch accumulators: kv_stats_partial_floats(...) floats
+  // The quantization kernel computes the constants from `partials` itself (and its tile-0 CTAs
+  // write them out) instead of reading them: launch_kv_prepare sets it.
+  bool consts_from_partials = false;
+  int sm_count = 132;  // the device's SMs: sizes the statistics grid
+  // sm_90+: every kernel of the preparation after its first launches early (launch.cuh).
+  bool chain = false;
+};
+
+int64_t kv_stats_partial_floats(int heads, int dpad);
+// A forward's K/V: statistics (unless EXACT), then quantization (which also finalizes the
+// statistics while its grid is one wave).
+cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream);
+// Statistics and their finalize (means, V scales, balancing factors into p's outputs).
+cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream);
+// Quantization with the constants in p's outputs (or from the partials, consts_from_partials);
+// `after_kernel`: it follows a kernel of this preparation (it may then launch early).
+cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream, bool after_kernel);
+
+// The kernels (prepare_kv_kernels.cu). K and V (Q) rows contiguous and 16-byte aligned:
+bool kv_prep_vectorizable(const KvPrepParams& p);
+bool q_stats_vectorizable(const KvPrepParams& p);
+// K/V statistics over ranges of tokens_per_cta (0: none) and Q's channel maxima over ranges of
+// rows_per_cta (0: none), in one launch.
+cudaError_t launch_stats(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
+                         cudaStream_t stream, bool early);
+// Resident CTAs per SM of the statistics kernel computing K/V and/or Q statistics.
+int stats_ctas_per_sm(bool kv, bool q);
+// One CTA per 64-token tile and canonical head.
+cudaError_t launch_kv_quantize_tiles(const KvPrepParams& p, cudaStream_t stream, bool early);
+
+}  // namespace int8attn

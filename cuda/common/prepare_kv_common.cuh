@@ -1,0 +1,88 @@
+// Device pieces shared by the K/V preparation kernels (prepare_kv.cu, prepare_kv_kernels.cu and
+// the bodies in prepare_kv_bodies.cuh): the statistics' layout, a thread's running statistics,
+// the valid keys of a batch, and the finalize of a channel.
+#pragma once
+
+#include <cstdint>
+
+#include "common/quant_math.h"
+#include "cuda/common/prepare_kv.h"
+
+namespace int8attn {
+namespace prep {
+
+// Statistics per canonical head and channel, in this order ([head][kStats + 1][dpad] in the
+// scratch accumulators; the extra row is max |q| for channel balancing).
+enum Stat { kSumK = 0, kMaxK, kMinK, kSumV, kMaxV, kMinV, kStats };
+
+__device__ __forceinline__ bool stat_is_max(int s) { return s == kMaxK || s == kMaxV; }
+__device__ __forceinline__ bool stat_is_min(int s) { return s == kMinK || s == kMinV; }
+// The identity each accumulator starts from.
+__device__ __forceinline__ float stat_identity(int s) {
+  return stat_is_max(s) ? -INFINITY : (stat_is_min(s) ? INFINITY : 0.f);
+}
+
+// One thread's running statistics of 8 channels of K and V.
+struct KvStats8 {
+  float sk[8], mxk[8], mnk[8], sv[8], mxv[8], mnv[8];
+  __device__ __forceinline__ KvStats8() {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sk[i] = sv[i] = 0.f;
+      mxk[i] = mxv[i] = -INFINITY;
+      mnk[i] = mnv[i] = INFINITY;
+    }
+  }
+  // Channel i takes key value kx and value vx; `count` false: a repeated row (its maxima and
+  // minima change nothing) that must not enter the sums.
+  __device__ __forceinline__ void add(int i, float kx, float vx, bool count = true) {
+    sk[i] += count ? kx : 0.f;
+    mxk[i] = fmaxf(mxk[i], kx);
+    mnk[i] = fminf(mnk[i], kx);
+    sv[i] += count ? vx : 0.f;
+    mxv[i] = fmaxf(mxv[i], vx);
+    mnv[i] = fminf(mnv[i], vx);
+  }
+};
+
+// Keys of canonical batch b that take part (per-batch valid lengths, clamped to [0, n]).
+__device__ __forceinline__ int valid_tokens(const KvPrepParams& p, int b) {
+  if (p.k_lengths == nullptr) return p.n;
+  const int v = p.k_lengths[b * p.k_lengths_stride];
+  return v < 0 ? 0 : (v > p.n ? p.n : v);
+}
+
+// Channel d's constants from its statistics (`stat(s)` reads statistic s, `q_absmax` the
+// channel's max |q|), by qm::channel_consts (the maths the CPU backend uses too); written to p's
+// outputs when `write_out` and returned for a caller that quantizes right away.
+template <typename StatFn>
+__device__ __forceinline__ qm::ChannelConsts finalize_channel(const KvPrepParams& p, int head,
+                                                              int d, int valid, StatFn stat,
+                                                              float q_absmax, bool write_out) {
+  qm::ChannelStats st;
+  st.valid = d < p.D ? valid : 0;  // padding channels: no keys, identity constants
+  if (st.valid > 0) {
+    st.sum_k = stat(kSumK);
+    st.max_k = stat(kMaxK);
+    st.min_k = stat(kMinK);
+    st.sum_v = stat(kSumV);
+    st.max_v = stat(kMaxV);
+    st.min_v = stat(kMinV);
+    st.q_absmax = q_absmax;
+  }
+  const qm::ChannelConsts c = qm::channel_consts(st, p.smooth_k, p.smooth_v, fp8_pv(p.mode),
+                                                 p.v_headroom, p.alpha != nullptr);
+  if (write_out) {
+    const int64_t o = static_cast<int64_t>(head) * p.dpad + d;
+    if (p.k_mean != nullptr) p.k_mean[o] = c.mu_k;
+    if (int8_qk(p.mode)) {
+      p.v_mean[o] = c.mu_v;
+      p.v_scale[o] = c.v_scale;
+    }
+    if (p.alpha != nullptr) p.alpha[o] = c.alpha;
+  }
+  return c;
+}
+
+}  // namespace prep
+}  // namespace int8attn
