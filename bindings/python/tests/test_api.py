@@ -319,7 +319,8 @@ def test_quantize_matches_formula(rng, granularity, smooth):
     x = randn(rng, 2, 3, 100, 64) + 0.5
     x8, scales, mean = int8attn.quantize(x, granularity=granularity, smooth=smooth)
     assert x8.dtype == np.int8 and x8.shape == x.shape
-    groups = 100 if granularity == "token" else 2
+    gsize = 1 if granularity == "token" else _lib.QUANT_BLOCK
+    groups = -(-100 // gsize)
     assert scales.shape == (2, 3, groups) and scales.dtype == np.float32
     xd = x.astype(np.float64)
     if smooth:
@@ -328,7 +329,6 @@ def test_quantize_matches_formula(rng, granularity, smooth):
         xd = xd - mean[:, :, None, :]
     else:
         assert mean is None
-    gsize = 1 if granularity == "token" else 64
     idx = np.arange(100) // gsize
     s = scales[:, :, idx][..., None].astype(np.float64)
     want_scale = np.stack([np.abs(xd[:, :, g * gsize:(g + 1) * gsize]).max(axis=(2, 3)) / 127
@@ -342,9 +342,10 @@ def test_quantize_matches_formula(rng, granularity, smooth):
 def test_quantize_multiplier_and_nhd(rng):
     x = randn(rng, 1, 70, 2, 64)  # NHD
     x8, scales, _ = int8attn.quantize(x, layout="NHD", scale_multiplier=0.5)
-    assert x8.shape == x.shape and scales.shape == (1, 2, 2)
+    qb = _lib.QUANT_BLOCK
+    assert x8.shape == x.shape and scales.shape == (1, 2, -(-70 // qb))
     xt = x.transpose(0, 2, 1, 3)
-    np.testing.assert_allclose(scales[0, 0, 0], 0.5 * np.abs(xt[0, 0, :64]).max() / 127,
+    np.testing.assert_allclose(scales[0, 0, 0], 0.5 * np.abs(xt[0, 0, :qb]).max() / 127,
                                rtol=1e-5)
 
 

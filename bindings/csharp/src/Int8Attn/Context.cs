@@ -216,8 +216,8 @@ namespace Int8Attn
         // ---- quantize, masks, workspace ------------------------------------------------------
 
         /// <summary>Quantize host x [B, H, N, D] to int8 (contiguous, like x's shape), with float32
-        /// scales [B, H, G] (G = ⌈N/64⌉ per block, N per token) and, when options.Smooth, means
-        /// [B, H, D] (pass an empty span otherwise).</summary>
+        /// scales [B, H, G] (G = ⌈N / <see cref="Constants.QuantBlock"/>⌉ per block, N per token)
+        /// and, when options.Smooth, means [B, H, D] (pass an empty span otherwise).</summary>
         public unsafe void Quantize(ReadOnlySpan<float> x, TensorLayout xLayout, Span<sbyte> xInt8, Span<float> scales,
                                     Span<float> mean, QuantizeOptions options = null)
         {
@@ -226,7 +226,7 @@ namespace Int8Attn
             xLayout.CheckBuffer(x.Length, 4, "x");
             if (options == null) options = new QuantizeOptions();
             long b = xLayout.Shape[0], h = xLayout.Shape[1], n = xLayout.Shape[2], d = xLayout.Shape[3];
-            long g = options.Granularity == Granularity.PerToken ? n : (n + 63) / 64;
+            long g = options.Granularity == Granularity.PerToken ? n : (n + Constants.QuantBlock - 1) / Constants.QuantBlock;
             var qLayout = TensorLayout.Contiguous(DType.I8, b, h, n, d);
             var sLayout = TensorLayout.Contiguous(DType.F32, b, h, g);
             var mLayout = TensorLayout.Contiguous(DType.F32, b, h, d);

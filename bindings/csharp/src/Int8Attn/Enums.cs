@@ -97,9 +97,9 @@ namespace Int8Attn
     /// <summary>Quantization scale granularity.</summary>
     public enum Granularity
     {
-        /// <summary>Q per token, K per 64-token block.</summary>
+        /// <summary>Per token, for Q and for K.</summary>
         Default = 0,
-        /// <summary>One scale per 64 tokens.</summary>
+        /// <summary>One scale per <see cref="Constants.QuantBlock"/> tokens.</summary>
         PerBlock = 1,
         /// <summary>One scale per token.</summary>
         PerToken = 2,

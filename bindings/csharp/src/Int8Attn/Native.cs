@@ -7,12 +7,32 @@ using System.Runtime.InteropServices;
 
 namespace Int8Attn
 {
+    /// <summary>
+    /// The numeric macros of include/int8attn.h (rules the C core enforces), copied here because
+    /// P/Invoke cannot read a header; the test program checks each against the header.
+    /// </summary>
+    public static class Constants
+    {
+        /// <summary>Largest rank of a tensor descriptor (INT8ATTN_MAX_RANK).</summary>
+        public const int MaxRank = 6;
+        /// <summary>Tokens per scale with <see cref="Granularity.PerBlock"/> (INT8ATTN_QUANT_BLOCK):
+        /// a head of N tokens has ⌈N / QuantBlock⌉ scales.</summary>
+        public const int QuantBlock = 64;
+        /// <summary>Default query rows per block-mask block (INT8ATTN_MASK_Q_BLOCK_DEFAULT).</summary>
+        public const int MaskQBlockDefault = 128;
+        /// <summary>Default keys per block-mask block (INT8ATTN_MASK_K_BLOCK_DEFAULT).</summary>
+        public const int MaskKBlockDefault = 64;
+        /// <summary>Largest head dim (INT8ATTN_MAX_HEAD_DIM); head dims are multiples of 8 in
+        /// [8, MaxHeadDim].</summary>
+        public const int MaxHeadDim = 256;
+    }
+
     /// <summary>int8attn_tensor_t: a strided view of caller-owned memory (DLPack semantics).</summary>
     [StructLayout(LayoutKind.Sequential)]
     public unsafe struct TensorDescriptor
     {
-        /// <summary>Largest rank (INT8ATTN_MAX_RANK).</summary>
-        public const int MaxRank = 6;
+        /// <summary>Largest rank (INT8ATTN_MAX_RANK); the same as <see cref="Constants.MaxRank"/>.</summary>
+        public const int MaxRank = Constants.MaxRank;
 
         /// <summary>First element; caller-owned (host or device memory).</summary>
         public IntPtr Data;
@@ -22,7 +42,7 @@ namespace Int8Attn
         public int DeviceId;
         /// <summary><see cref="Int8Attn.DType"/> value.</summary>
         public int DType;
-        /// <summary>Number of dimensions, 1..6.</summary>
+        /// <summary>Number of dimensions, 1..<see cref="MaxRank"/>.</summary>
         public int Rank;
         /// <summary>Size of each dimension.</summary>
         public fixed long Shape[MaxRank];
@@ -39,7 +59,7 @@ namespace Int8Attn
         {
             if (shape == null) throw new ArgumentNullException("shape");
             if (shape.Length < 1 || shape.Length > MaxRank)
-                throw new Int8AttnException(Status.BadShape, "tensor rank is " + shape.Length + "; it must be in [1, 6]");
+                throw new Int8AttnException(Status.BadShape, "tensor rank is " + shape.Length + "; it must be in [1, " + MaxRank + "]");
             if (strides == null) strides = TensorLayout.ContiguousStrides(shape);
             if (strides.Length != shape.Length)
                 throw new Int8AttnException(Status.BadStride, strides.Length + " strides given for a tensor of rank " + shape.Length);

@@ -48,9 +48,9 @@ namespace Int8Attn
         public TensorLayout BlockMaskLayout { get; set; }
         /// <summary>Block mask as a descriptor.</summary>
         public TensorDescriptor? BlockMaskTensor { get; set; }
-        /// <summary>Query rows per mask block (default 128).</summary>
+        /// <summary>Query rows per mask block (default <see cref="Constants.MaskQBlockDefault"/>).</summary>
         public int MaskQBlock { get; set; }
-        /// <summary>Keys per mask block (default 64).</summary>
+        /// <summary>Keys per mask block (default <see cref="Constants.MaskKBlockDefault"/>).</summary>
         public int MaskKBlock { get; set; }
         /// <summary>Host output for the log-sum-exp, float32 [B, Hq, Nq] contiguous (written).</summary>
         public float[] Lse { get; set; }
@@ -103,7 +103,7 @@ namespace Int8Attn
     /// <summary>Options of <see cref="Context.Quantize(ReadOnlySpan{float}, TensorLayout, Span{sbyte}, Span{float}, Span{float}, QuantizeOptions)"/>.</summary>
     public sealed class QuantizeOptions
     {
-        /// <summary>PerBlock (64 tokens, default) or PerToken.</summary>
+        /// <summary>PerBlock (<see cref="Constants.QuantBlock"/> tokens, default) or PerToken.</summary>
         public Granularity Granularity { get; set; }
         /// <summary>Subtract the per-channel mean first (then a mean output is required).</summary>
         public bool Smooth { get; set; }
@@ -136,9 +136,9 @@ namespace Int8Attn
     /// <summary>Options of block-mask prediction (int8attn_mask_params_t).</summary>
     public sealed class MaskOptions
     {
-        /// <summary>Query rows per block (default 128).</summary>
+        /// <summary>Query rows per block (default <see cref="Constants.MaskQBlockDefault"/>).</summary>
         public int QBlock { get; set; }
-        /// <summary>Keys per block (default 64).</summary>
+        /// <summary>Keys per block (default <see cref="Constants.MaskKBlockDefault"/>).</summary>
         public int KBlock { get; set; }
         /// <summary>If in (0, 1]: keep the top ⌈ratio·nkb⌉ key blocks (default 0 = threshold).</summary>
         public float KeepRatio { get; set; }

@@ -23,7 +23,7 @@ namespace Int8Attn
             if (shape == null) throw new ArgumentNullException("shape");
             if (strides == null) throw new ArgumentNullException("strides");
             if (shape.Length < 1 || shape.Length > TensorDescriptor.MaxRank)
-                throw new Int8AttnException(Status.BadShape, "tensor rank is " + shape.Length + "; it must be in [1, 6]");
+                throw new Int8AttnException(Status.BadShape, "tensor rank is " + shape.Length + "; it must be in [1, " + TensorDescriptor.MaxRank + "]");
             if (strides.Length != shape.Length)
                 throw new Int8AttnException(Status.BadStride, strides.Length + " strides given for a tensor of rank " + shape.Length);
             DType = dtype;

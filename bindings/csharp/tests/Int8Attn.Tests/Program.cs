@@ -137,7 +137,37 @@ static class Program
         { "INT8ATTN_FLAG_", typeof(AttentionFlags) }, { "INT8ATTN_FEATURE_", typeof(Features) },
     };
 
+    // The header's numeric macros and their C# copies (the baseline lists some of them).
+    static readonly Dictionary<string, long> Macros = new Dictionary<string, long>
+    {
+        { "INT8ATTN_ABI_VERSION", Library.AbiVersion }, { "INT8ATTN_MAX_RANK", Constants.MaxRank },
+        { "INT8ATTN_QUANT_BLOCK", Constants.QuantBlock }, { "INT8ATTN_MAX_HEAD_DIM", Constants.MaxHeadDim },
+        { "INT8ATTN_MASK_Q_BLOCK_DEFAULT", Constants.MaskQBlockDefault },
+        { "INT8ATTN_MASK_K_BLOCK_DEFAULT", Constants.MaskKBlockDefault },
+    };
+    // Macros with no C# copy: the loaded library reports its own version.
+    static readonly string[] MacrosNotMirrored = { "INT8ATTN_VERSION_MAJOR", "INT8ATTN_VERSION_MINOR", "INT8ATTN_VERSION_PATCH" };
+
     static string Norm(string s) { return s.Replace("_", "").ToUpperInvariant(); }
+
+    // Every integer #define of include/int8attn.h has a C# copy with the same value, and no copy
+    // names a macro the header lacks.
+    static void CheckHeaderMacros(string header)
+    {
+        var text = Regex.Replace(File.ReadAllText(header), @"/\*.*?\*/|//[^\n]*", " ", RegexOptions.Singleline);
+        var found = new Dictionary<string, long>();
+        foreach (Match m in Regex.Matches(text, @"^[ \t]*#[ \t]*define[ \t]+(INT8ATTN_\w+)[ \t]+(\d+)[uU]?[ \t]*\r?$", RegexOptions.Multiline))
+            found[m.Groups[1].Value] = long.Parse(m.Groups[2].Value);
+        Assert(found.ContainsKey("INT8ATTN_MAX_RANK") && found.Count >= Macros.Count, "parsed " + found.Count + " macros of " + header);
+        foreach (var kv in found)
+        {
+            if (MacrosNotMirrored.Contains(kv.Key)) continue;
+            Assert(Macros.ContainsKey(kv.Key), kv.Key + " = " + kv.Value + " has no C# copy (Constants in Native.cs)");
+            Assert(Macros[kv.Key] == kv.Value, "C# copy of " + kv.Key + " is " + Macros[kv.Key] + ", the header has " + kv.Value);
+        }
+        foreach (var name in Macros.Keys)
+            Assert(found.ContainsKey(name), "C# copies " + name + ", which the header does not define");
+    }
 
     static void CheckBaseline(string path)
     {
@@ -181,7 +211,7 @@ static class Program
                 string name = m.Groups[1].Value; long value = long.Parse(m.Groups[2].Value);
                 consts++;
                 if (name == "INT8ATTN_OK") { Assert((int)Status.Ok == value, "Status.Ok"); continue; }
-                if (name == "INT8ATTN_MAX_RANK") { Assert(TensorDescriptor.MaxRank == value, "MaxRank"); continue; }
+                if (Macros.ContainsKey(name)) { Assert(Macros[name] == value, name + " = " + Macros[name] + ", baseline " + value); continue; }
                 var prefix = EnumPrefixes.Keys.FirstOrDefault(p => name.StartsWith(p));
                 Assert(prefix != null, "no C# enum for " + name);
                 Type et = EnumPrefixes[prefix];
@@ -248,6 +278,20 @@ static class Program
         {
             if (string.IsNullOrEmpty(baseline)) throw new Exception("pass the path of tests/abi/int8attn_abi_baseline.inc");
             CheckBaseline(baseline);
+        });
+
+        Run("constants match the macros of include/int8attn.h", () =>
+        {
+            if (string.IsNullOrEmpty(baseline)) throw new Exception("pass the path of tests/abi/int8attn_abi_baseline.inc");
+            // The baseline lives in tests/abi/ of the source tree, next to include/.
+            string header = Path.GetFullPath(Path.Combine(Path.GetDirectoryName(Path.GetFullPath(baseline)), "..", "..", "include", "int8attn.h"));
+            CheckHeaderMacros(header);
+            Assert(TensorDescriptor.MaxRank == Constants.MaxRank, "TensorDescriptor.MaxRank");
+            var f = new ForwardOptions(); var mo = new MaskOptions();
+            Assert(f.MaskQBlock == Constants.MaskQBlockDefault && f.MaskKBlock == Constants.MaskKBlockDefault,
+                   "ForwardOptions mask blocks " + f.MaskQBlock + "x" + f.MaskKBlock);
+            Assert(mo.QBlock == Constants.MaskQBlockDefault && mo.KBlock == Constants.MaskKBlockDefault,
+                   "MaskOptions blocks " + mo.QBlock + "x" + mo.KBlock);
         });
 
         Run("EXACT matches a float64 reference", () =>
@@ -471,7 +515,7 @@ static class Program
 
         Run("quantize round-trips within half a step", () =>
         {
-            int h = 2, n = 100, d = 32, g = (n + 63) / 64;
+            int h = 2, n = 100, d = 32, g = (n + Constants.QuantBlock - 1) / Constants.QuantBlock;
             var x = Data(h * n * d, 11, d, 0.3f);
             var xi = new sbyte[x.Length]; var scales = new float[h * g]; var mean = new float[h * d];
             using (var ctx = new Context())
@@ -480,7 +524,7 @@ static class Program
                 for (int hi = 0; hi < h; hi++) for (int t = 0; t < n; t++) for (int c = 0; c < d; c++)
                 {
                     int idx = (hi * n + t) * d + c;
-                    float s = scales[hi * g + t / 64];
+                    float s = scales[hi * g + t / Constants.QuantBlock];
                     float back = xi[idx] * s + mean[hi * d + c];
                     Assert(Math.Abs(back - x[idx]) <= 0.5f * s * 1.001f + 1e-6f, "element " + idx);
                 }

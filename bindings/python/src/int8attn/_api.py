@@ -52,6 +52,10 @@ def parse_mode(mode: ModeLike, name: str = "mode") -> Mode:
         raise ValueError(f"{name}: unknown precision mode {mode!r}") from None
 
 
+# Default of the ``mask_block`` arguments: the library's (query rows, keys) per mask block. With a
+# mask, _forward_params always passes both sizes, so the init function's defaults do not apply.
+_MASK_BLOCK_DEFAULT = (L.MASK_Q_BLOCK_DEFAULT, L.MASK_K_BLOCK_DEFAULT)
+
 _GRANULARITY = {None: L.GRANULARITY_DEFAULT, "default": L.GRANULARITY_DEFAULT,
                 "block": L.GRANULARITY_PER_BLOCK, "per_block": L.GRANULARITY_PER_BLOCK,
                 "token": L.GRANULARITY_PER_TOKEN, "per_token": L.GRANULARITY_PER_TOKEN}
@@ -389,7 +393,7 @@ def _aux_views(ref: T.View, k_lengths: Any, block_mask: Any
 
 def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "balanced",
               causal: bool = False, sm_scale: Optional[float] = None, k_lengths: Any = None,
-              block_mask: Any = None, mask_block: Tuple[int, int] = (128, 64),
+              block_mask: Any = None, mask_block: Tuple[int, int] = _MASK_BLOCK_DEFAULT,
               return_lse: bool = False, policy: PolicyLike = None,
               timestep: Optional[int] = None, layout: str = "HND", out: Optional[ArrayLike] = None,
               context: Optional[Context] = None, q_granularity: Union[None, str, int] = None,
@@ -521,7 +525,7 @@ def forward_workspace_size(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, layout: 
     params = _forward_params(
         mode=options.get("mode", "balanced"), causal=options.get("causal", False),
         sm_scale=options.get("sm_scale"), k_lengths=None, block_mask=None,
-        mask_block=(128, 64), lse=None, policy=options.get("policy"),
+        mask_block=_MASK_BLOCK_DEFAULT, lse=None, policy=options.get("policy"),
         timestep=options.get("timestep"), q_granularity=options.get("q_granularity"),
         k_granularity=options.get("k_granularity"), smooth_k=options.get("smooth_k", True),
         smooth_v=options.get("smooth_v", True),
@@ -560,7 +564,7 @@ def quantize(x: ArrayLike, *, granularity: Union[str, int] = "block", smooth: bo
         raise ValueError(f"x: expected rank 4 [B, H, N, D], got rank {xv.desc.rank}")
     b, h, n, d = (xv.desc.shape[i] for i in range(4))
     g = _granularity(granularity, "granularity")
-    groups = n if g == L.GRANULARITY_PER_TOKEN else (n + 63) // 64
+    groups = n if g == L.GRANULARITY_PER_TOKEN else -(-n // L.QUANT_BLOCK)
     x8 = T.new_empty(xv, tuple(xv.obj.shape), L.DTYPE_I8, "x_int8")
     x8v = T.to_hnd(T.as_view(x8, "x_int8", allow_copy=False), layout, "x_int8")
     sc = T.new_empty(xv, (b, h, groups), L.DTYPE_F32, "scales")
@@ -580,7 +584,8 @@ def quantize(x: ArrayLike, *, granularity: Union[str, int] = "block", smooth: bo
     return x8, sc, mean
 
 
-def predict_block_mask(q: ArrayLike, k: ArrayLike, *, q_block: int = 128, k_block: int = 64,
+def predict_block_mask(q: ArrayLike, k: ArrayLike, *, q_block: int = L.MASK_Q_BLOCK_DEFAULT,
+                       k_block: int = L.MASK_K_BLOCK_DEFAULT,
                        keep_ratio: Optional[float] = None, threshold: Optional[float] = None,
                        causal: bool = False, sm_scale: Optional[float] = None,
                        layout: str = "HND", context: Optional[Context] = None,
@@ -716,7 +721,7 @@ class KVCache(_Handle):
 
     def forward(self, q: ArrayLike, *, mode: ModeLike = None, causal: bool = False,
                 sm_scale: Optional[float] = None, k_lengths: Any = None, block_mask: Any = None,
-                mask_block: Tuple[int, int] = (128, 64), return_lse: bool = False,
+                mask_block: Tuple[int, int] = _MASK_BLOCK_DEFAULT, return_lse: bool = False,
                 policy: PolicyLike = None, timestep: Optional[int] = None, layout: str = "HND",
                 out: Optional[ArrayLike] = None, context: Optional[Context] = None,
                 stream: Any = None) -> Any:

@@ -14,14 +14,26 @@ import threading
 from pathlib import Path
 from typing import Any, Dict, Optional, Type
 
-#: The ABI major version these bindings were written for (``INT8ATTN_ABI_VERSION``).
-ABI_VERSION = 1
-#: ``INT8ATTN_MAX_RANK``.
-MAX_RANK = 6
 #: Environment variable naming the shared library to load instead of the packaged copy.
 LIBRARY_ENV = "INT8ATTN_LIBRARY"
 
-# ---- enums (values from the header) ---------------------------------------------------------
+# ---- macros of the header (ctypes cannot read #defines, so they are copied here once, and
+# tests/test_header_constants.py checks every one against include/int8attn.h) ------------------
+#: The ABI major version these bindings were written for (``INT8ATTN_ABI_VERSION``).
+ABI_VERSION = 1
+#: ``INT8ATTN_MAX_RANK``: largest rank of a tensor descriptor.
+MAX_RANK = 6
+#: ``INT8ATTN_QUANT_BLOCK``: tokens per scale with ``GRANULARITY_PER_BLOCK`` (a head of N tokens
+#: has ⌈N / QUANT_BLOCK⌉ scales).
+QUANT_BLOCK = 64
+#: ``INT8ATTN_MASK_Q_BLOCK_DEFAULT``: default query rows per block-mask block.
+MASK_Q_BLOCK_DEFAULT = 128
+#: ``INT8ATTN_MASK_K_BLOCK_DEFAULT``: default keys per block-mask block.
+MASK_K_BLOCK_DEFAULT = 64
+#: ``INT8ATTN_MAX_HEAD_DIM``: head dims are multiples of 8 in [8, MAX_HEAD_DIM].
+MAX_HEAD_DIM = 256
+
+# ---- enums (values from the header; the same test checks them) ------------------------------
 OK = 0
 ERROR_INVALID_ARGUMENT = 100
 ERROR_NULL_POINTER = 101

@@ -10,6 +10,10 @@ pub const INT8ATTN_VERSION_NUMBER: u32 = 100;
 pub const INT8ATTN_VERSION_STRING: &[u8; 6usize] = b"0.1.0\0";
 pub const INT8ATTN_ABI_VERSION: u32 = 1;
 pub const INT8ATTN_MAX_RANK: u32 = 6;
+pub const INT8ATTN_QUANT_BLOCK: u32 = 64;
+pub const INT8ATTN_MASK_Q_BLOCK_DEFAULT: u32 = 128;
+pub const INT8ATTN_MASK_K_BLOCK_DEFAULT: u32 = 64;
+pub const INT8ATTN_MAX_HEAD_DIM: u32 = 256;
 #[doc = " @brief Result of every fallible call. Values are stable and only ever appended."]
 pub type int8attn_status_t = i32;
 #[doc = "< Success."]
@@ -30,19 +34,19 @@ pub const INT8ATTN_ERROR_MISALIGNED: int8attn_status_values = 105;
 pub const INT8ATTN_ERROR_BAD_STRUCT_SIZE: int8attn_status_values = 106;
 #[doc = "< An output overlaps an input."]
 pub const INT8ATTN_ERROR_ALIASING: int8attn_status_values = 107;
-#[doc = "< Unknown device, or tensors on different devices."]
+#[doc = "< Unknown device, or mixed devices."]
 pub const INT8ATTN_ERROR_BAD_DEVICE: int8attn_status_values = 108;
-#[doc = "< A size or byte count overflows 64-bit/int32 indexing."]
+#[doc = "< A size overflows 64-bit/int32 indexing."]
 pub const INT8ATTN_ERROR_SIZE_OVERFLOW: int8attn_status_values = 109;
 #[doc = "< A K/V cache would grow past its capacity."]
 pub const INT8ATTN_ERROR_CAPACITY_EXCEEDED: int8attn_status_values = 110;
-#[doc = "< The caller's workspace is smaller than required."]
+#[doc = "< The caller's workspace is too small."]
 pub const INT8ATTN_ERROR_WORKSPACE_TOO_SMALL: int8attn_status_values = 111;
-#[doc = "< A scalar parameter is out of range (NaN scale, …)."]
+#[doc = "< A scalar is out of range (NaN scale, …)."]
 pub const INT8ATTN_ERROR_BAD_VALUE: int8attn_status_values = 112;
-#[doc = "< The request is valid but not supported (generic)."]
+#[doc = "< Valid but not supported (generic)."]
 pub const INT8ATTN_ERROR_NOT_SUPPORTED: int8attn_status_values = 200;
-#[doc = "< The GPU architecture has no kernel in this build."]
+#[doc = "< No kernels for this GPU in this build."]
 pub const INT8ATTN_ERROR_UNSUPPORTED_ARCH: int8attn_status_values = 201;
 #[doc = "< Head dim not a multiple of 8 in [8, 256]."]
 pub const INT8ATTN_ERROR_UNSUPPORTED_HEAD_DIM: int8attn_status_values = 202;
@@ -345,7 +349,7 @@ pub struct int8attn_context_params_t {
     pub num_threads: i32,
     #[doc = "< Must be 0."]
     pub reserved0: i32,
-    #[doc = "< Device workspace to allocate up front (default 0 = on first use)."]
+    #[doc = "< Device workspace allocated up front (0, default: on first use)."]
     pub workspace_bytes: u64,
 }
 #[test]

@@ -182,8 +182,8 @@ impl Context {
     }
 
     /// Quantize `x [B, H, N, D]` to int8 with the library's maths (`int8attn_quantize`).
-    /// `scales` is float32 `[B, H, G]` (G = ⌈N/64⌉ per block, N per token); `mean` is float32
-    /// `[B, H, D]` and required when `params.smooth(true)`.
+    /// `scales` is float32 `[B, H, G]` (G = ⌈N / [`sys::INT8ATTN_QUANT_BLOCK`]⌉ per block, N per
+    /// token); `mean` is float32 `[B, H, D]` and required when `params.smooth(true)`.
     pub fn quantize(
         &self,
         x: &TensorView<'_>,

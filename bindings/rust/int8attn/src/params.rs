@@ -166,7 +166,8 @@ impl Default for QuantizeParams {
 }
 
 impl QuantizeParams {
-    /// The library's defaults (per 64-token block, no smoothing, multiplier 1).
+    /// The library's defaults (per block of [`sys::INT8ATTN_QUANT_BLOCK`] tokens, no smoothing,
+    /// multiplier 1).
     pub fn new() -> Self {
         let mut raw = std::mem::MaybeUninit::<sys::int8attn_quantize_params_t>::zeroed();
         // SAFETY: init writes the whole struct.
@@ -216,7 +217,8 @@ impl Default for MaskParams {
 }
 
 impl MaskParams {
-    /// The library's defaults (128×64 blocks, threshold 0.95).
+    /// The library's defaults ([`sys::INT8ATTN_MASK_Q_BLOCK_DEFAULT`] ×
+    /// [`sys::INT8ATTN_MASK_K_BLOCK_DEFAULT`] blocks, threshold 0.95).
     pub fn new() -> Self {
         let mut raw = std::mem::MaybeUninit::<sys::int8attn_mask_params_t>::zeroed();
         // SAFETY: init writes the whole struct.

@@ -153,9 +153,9 @@ impl DeviceType {
 /// Quantization scale granularity (`int8attn_granularity_values`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Granularity {
-    /// Q per token, K per block of 64 tokens.
+    /// Per token, for Q and for K.
     Default,
-    /// One scale per 64 consecutive tokens of a head.
+    /// One scale per [`sys::INT8ATTN_QUANT_BLOCK`] consecutive tokens of a head.
     PerBlock,
     /// One scale per token of a head.
     PerToken,

@@ -376,7 +376,8 @@ fn quantize_round_trips() {
     let ctx = Context::new().unwrap();
     let (b, h, n, d) = (1usize, 2usize, 100usize, 32usize);
     let x = data(b * h * n * d, 9, d, 0.3);
-    let g = (n + 63) / 64;
+    let qb = sys::INT8ATTN_QUANT_BLOCK as usize; // tokens per scale
+    let g = (n + qb - 1) / qb;
     let mut xi = vec![0i8; x.len()];
     let mut scales = vec![0f32; b * h * g];
     let mut mean = vec![0f32; b * h * d];
@@ -392,7 +393,7 @@ fn quantize_round_trips() {
         for t in 0..n {
             for c in 0..d {
                 let idx = (hi * n + t) * d + c;
-                let s = scales[hi * g + t / 64];
+                let s = scales[hi * g + t / qb];
                 let back = xi[idx] as f32 * s + mean[hi * d + c];
                 assert!((back - x[idx]).abs() <= 0.5 * s * 1.001 + 1e-6, "at {}: {} vs {}", idx, back, x[idx]);
             }
@@ -411,6 +412,18 @@ fn quantize_round_trips() {
         )
         .unwrap_err();
     assert!(e.status.is_invalid_argument(), "{}", e);
+}
+
+#[test]
+fn mask_block_defaults_are_the_header_constants() {
+    // ForwardParams::block_mask and MaskParams::blocks override these; callers that size a mask
+    // for the defaults use the sys constants, so the init functions must agree with them.
+    let f = ForwardParams::new();
+    assert_eq!(f.as_raw().mask_q_block, sys::INT8ATTN_MASK_Q_BLOCK_DEFAULT as i32);
+    assert_eq!(f.as_raw().mask_k_block, sys::INT8ATTN_MASK_K_BLOCK_DEFAULT as i32);
+    let m = MaskParams::new();
+    assert_eq!(m.as_raw().q_block, sys::INT8ATTN_MASK_Q_BLOCK_DEFAULT as i32);
+    assert_eq!(m.as_raw().k_block, sys::INT8ATTN_MASK_K_BLOCK_DEFAULT as i32);
 }
 
 #[test]
