@@ -165,16 +165,19 @@ __device__ __forceinline__ float lane_group_max_nonneg(float x) {
     return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(x)));
   } else {
 #pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    for (int o = kLanes / 2; o > 0; o >>= 1)
+      x = dev::fmax_nan(x, __shfl_xor_sync(0xffffffffu, x, o));
     return x;
   }
 }
 
-// The largest |x_i| of eight floats, as a tree (three dependent steps, not seven).
+// The largest |x_i| of eight floats, as a tree (three dependent steps, not seven); NaN if any
+// is NaN.
 __device__ __forceinline__ float absmax8(const float (&x)[8]) {
-  const float a = fmaxf(fmaxf(fabsf(x[0]), fabsf(x[1])), fmaxf(fabsf(x[2]), fabsf(x[3])));
-  const float b = fmaxf(fmaxf(fabsf(x[4]), fabsf(x[5])), fmaxf(fabsf(x[6]), fabsf(x[7])));
-  return fmaxf(a, b);
+  using dev::fmax_nan;
+  const float a = fmax_nan(fmax_nan(fabsf(x[0]), fabsf(x[1])), fmax_nan(fabsf(x[2]), fabsf(x[3])));
+  const float b = fmax_nan(fmax_nan(fabsf(x[4]), fabsf(x[5])), fmax_nan(fabsf(x[6]), fabsf(x[7])));
+  return fmax_nan(a, b);
 }
 
 // Eight floats times 1/scale as INT8 (round-to-nearest-even and the ±127 clamp, as
@@ -367,7 +370,7 @@ __device__ __forceinline__ void store_o_rows_staged(
   const int g8 = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
-    const bool empty = !(l_run[rh] > 0.f);
+    const bool empty = l_run[rh] == 0.f;  // no visible key (a NaN row sum is not empty)
     const float inv_l = empty ? 0.f : 1.0f / l_run[rh];
     const int row = g8 + 8 * rh;
 #pragma unroll
@@ -424,7 +427,7 @@ __device__ __forceinline__ void store_o_rows_staged(
       const float a = empty ? 0.f : v[2 * i] * sc[2 * i] + mu[2 * i];
       const float c = empty ? 0.f : v[2 * i + 1] * sc[2 * i + 1] + mu[2 * i + 1];
       const __nv_bfloat162 vb = __floats2bfloat162_rn(a, c);
-      const __half2 vh = __floats2half2_rn(a, c);
+      const __half2 vh = __floats2half2_rn(qm::saturate_f16(a), qm::saturate_f16(c));
       w[i] =
           bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
     }
@@ -506,11 +509,11 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
       for (int c = 0; c < DPAD / 32; ++c) {
         shift += vals[c] * kmu_c[c];
         vals[c] *= inv_alpha_c[c];
-        amax = fmaxf(amax, fabsf(vals[c]));
+        amax = dev::fmax_nan(amax, fabsf(vals[c]));
       }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) {
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        amax = dev::fmax_nan(amax, __shfl_xor_sync(0xffffffffu, amax, o));
         shift += __shfl_xor_sync(0xffffffffu, shift, o);
       }
       row_absmax[rr] = amax;
@@ -566,7 +569,7 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     const RowInfo& r = my_rows[rh];
-    empty[rh] = !(l_run[rh] > 0.f);
+    empty[rh] = l_run[rh] == 0.f;  // no visible key (a NaN row sum is not empty)
     inv_l[rh] = empty[rh] ? 0.f : 1.0f / l_run[rh];
     lse[rh] = empty[rh]
                   ? -INFINITY
@@ -626,7 +629,7 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
           float o2[2];
           out_pair(rh, d0, j, sc, mu, o2);
           const __nv_bfloat162 vb = __floats2bfloat162_rn(o2[0], o2[1]);
-          const __half2 vh = __floats2half2_rn(o2[0], o2[1]);
+          const __half2 vh = __floats2half2_rn(qm::saturate_f16(o2[0]), qm::saturate_f16(o2[1]));
           *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) =
               bf16 ? *reinterpret_cast<const uint32_t*>(&vb)
                    : *reinterpret_cast<const uint32_t*>(&vh);
@@ -657,7 +660,7 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
               __nv_bfloat162 v = __floats2bfloat162_rn(o2[0], o2[1]);
               bits = *reinterpret_cast<uint32_t*>(&v);
             } else {
-              __half2 v = __floats2half2_rn(o2[0], o2[1]);
+              __half2 v = __floats2half2_rn(qm::saturate_f16(o2[0]), qm::saturate_f16(o2[1]));
               bits = *reinterpret_cast<uint32_t*>(&v);
             }
             *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) = bits;

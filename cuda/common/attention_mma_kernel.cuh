@@ -274,12 +274,12 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         // (A 4-warp CTA holds one such block; decode's 1-warp CTAs never take per-block scales.)
         float amax = 0.f;
 #pragma unroll
-        for (int rr = 0; rr < 16; ++rr) amax = fmaxf(amax, row_absmax[rr]);
+        for (int rr = 0; rr < 16; ++rr) amax = dev::fmax_nan(amax, row_absmax[rr]);
         if (lane == 0) sQScale[warp] = amax;
         __syncthreads();
         const int w0 = (warp & ~3) % WARPS;
-        amax = fmaxf(fmaxf(sQScale[w0], sQScale[(w0 + 1) % WARPS]),
-                     fmaxf(sQScale[(w0 + 2) % WARPS], sQScale[(w0 + 3) % WARPS]));
+        amax = dev::fmax_nan(dev::fmax_nan(sQScale[w0], sQScale[(w0 + 1) % WARPS]),
+                             dev::fmax_nan(sQScale[(w0 + 2) % WARPS], sQScale[(w0 + 3) % WARPS]));
         __syncthreads();
         const float s = qm::int8_scale(amax, p.q_multiplier);
         const float inv = 1.0f / s;

@@ -38,7 +38,7 @@ __global__ void combine_kernel(const AttnKernelParams p) {
     denom += s_lse[s] == -INFINITY ? 0.f : __expf(s_lse[s] - mx);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) denom += __shfl_xor_sync(0xffffffffu, denom, o);
-  const bool empty = !(denom > 0.f);
+  const bool empty = denom == 0.f;  // no split saw a key (a NaN sum is not empty)
 
   const int width = blockDim.x / kGroups, g = tid / width, d = tid % width;
   float acc = 0.f;

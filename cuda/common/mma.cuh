@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "common/modes.h"
+#include "common/quant_math.h"
 
 namespace int8attn {
 namespace dev {
@@ -198,6 +199,15 @@ __device__ __forceinline__ float to_float<float>(float v) {
   return v;
 }
 
+// max(a, b) that returns NaN when either is NaN (PTX max.NaN, sm_80+), at fmaxf's cost: the
+// absmax reductions behind INT8 scales use it, so a NaN input reaches its group's scale
+// (quant_math.h, "Non-finite inputs").
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
 // A 16-bit float of element type `dtype` (fp16 or bf16) from its raw bits. Loading raw bits
 // first and converting after keeps the load itself free of control flow, so the compiler can
 // have many loads in flight (a dtype branch around each load serialises them on memory latency).
@@ -250,9 +260,10 @@ __device__ __forceinline__ float load_as_float(const void* base, int64_t index, 
   return static_cast<const float*>(base)[index];
 }
 
+// An output element: fp16 saturates finite values at ±65504 (qm::saturate_f16).
 __device__ __forceinline__ void store_from_float(void* base, int64_t index, DType dtype, float v) {
   if (dtype == DType::kF16)
-    static_cast<__half*>(base)[index] = __float2half_rn(v);
+    static_cast<__half*>(base)[index] = __float2half_rn(qm::saturate_f16(v));
   else if (dtype == DType::kBF16)
     static_cast<__nv_bfloat16*>(base)[index] = __float2bfloat16_rn(v);
   else

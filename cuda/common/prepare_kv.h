@@ -19,15 +19,13 @@
 #include <cuda_runtime.h>
 
 #include "common/modes.h"
+#include "common/problem.h"
 
 namespace int8attn {
 
 struct KvPrepParams {
-  // Source K, V: [B_src, H_src, n, D] in dtype with element strides.
-  const void* k = nullptr;
-  int64_t k_stride[4] = {0, 0, 0, 0};
-  const void* v = nullptr;
-  int64_t v_stride[4] = {0, 0, 0, 0};
+  // Source K, V: [B_src, H_src, n, D] in dtype with element strides (the caller's operands).
+  Operand4 k, v;
   DType dtype = DType::kF16;
   int heads_b = 1, heads_h = 1;  // canonical head (b, h) -> index b·heads_h + h
   int n = 0;                     // tokens in the source
@@ -44,8 +42,7 @@ struct KvPrepParams {
   // Channel balancing needs Q's channel maxima: Q [B, Hq, Nq, D]; G q-heads per kv-head;
   // q_batches = how many batches of Q map onto one canonical batch (B when K is broadcast).
   bool balance = false;
-  const void* q = nullptr;
-  int64_t q_stride[4] = {0, 0, 0, 0};
+  Operand4 q;
   int G = 1, Nq = 0, q_batches = 1;
 
   // Canonical outputs.

@@ -68,8 +68,8 @@ template <typename T, bool kVec>
 __device__ __forceinline__ void accumulate_kv_stats(const KvPrepParams& p, int b, int h, int j0,
                                                     int j1, int tid, int nthreads,
                                                     float (*s_acc)[256], float* s_tmp) {
-  const T* K = static_cast<const T*>(p.k);
-  const T* V = static_cast<const T*>(p.v);
+  const T* K = static_cast<const T*>(p.k.data);
+  const T* V = static_cast<const T*>(p.v.data);
   const int cpr = (p.D + 7) / 8, steps = nthreads / cpr;
   const int c = tid % cpr, r = tid / cpr;
   const bool active = r < steps;
@@ -81,8 +81,8 @@ __device__ __forceinline__ void accumulate_kv_stats(const KvPrepParams& p, int b
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int jj = j + u * steps < j1 ? j + u * steps : j;
-      kr[u] = load_chunk<kVec>(K, p.k_stride, b, h, jj, c, p.D);
-      vr[u] = load_chunk<kVec>(V, p.v_stride, b, h, jj, c, p.D);
+      kr[u] = load_chunk<kVec>(K, p.k.stride, b, h, jj, c, p.D);
+      vr[u] = load_chunk<kVec>(V, p.v.stride, b, h, jj, c, p.D);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -165,7 +165,7 @@ __device__ __forceinline__ void accumulate_kv_stats(const KvPrepParams& p, int b
 template <typename T, bool kVec>
 __device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b, int hkv, int i0,
                                                     int i1, int tid, int nthreads, float* s_max) {
-  const T* Q = static_cast<const T*>(p.q);
+  const T* Q = static_cast<const T*>(p.q.data);
   const int cpr = (p.D + 7) / 8, steps = nthreads / cpr;
   const int c = tid % cpr, r = tid / cpr;
   if (r >= steps) return;
@@ -180,7 +180,7 @@ __device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const int ii = i + u * steps < i1 ? i + u * steps : i;
-          raw[u] = load_chunk<kVec>(Q, p.q_stride, bq, hkv * p.G + g, ii, c, p.D);
+          raw[u] = load_chunk<kVec>(Q, p.q.stride, bq, hkv * p.G + g, ii, c, p.D);
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -230,8 +230,11 @@ template <typename T, bool kVec, int kItems, typename Sync>
 __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, int head, int b,
                                               int h, int tid, const HeadConsts& hc,
                                               const TileScratch& ts, Sync sync) {
-  const T* K = static_cast<const T*>(p.k);
-  const T* V = static_cast<const T*>(p.v);
+  const T* K = static_cast<const T*>(p.k.data);
+  const T* V = static_cast<const T*>(p.v.data);
+  // Keys past the batch's valid length are written as padding (zeros, scale 1), not quantized:
+  // no row sees them, and V scaled by a σ taken over the valid keys alone could overflow fp16
+  // there, where a masked key's P of 0 times ±inf would make NaN.
   const int valid = valid_tokens(p, b);
   const bool quant = int8_qk(p.mode);
   const int cpr = (p.D + 7) / 8, cpad = p.dpad / 8, items = kTokens * cpad;
@@ -259,9 +262,9 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
     if (k >= n_items) break;
     const int it = tid + k * kTileThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
-    const bool live = j < p.n && c < cpr;
-    kraw[k] = load_chunk<kVec>(K, p.k_stride, b, h, live ? j : 0, live ? c : 0, p.D);
-    vraw[k] = load_chunk<kVec>(V, p.v_stride, b, h, live ? j : 0, live ? c : 0, p.D);
+    const bool live = j < valid && c < cpr;
+    kraw[k] = load_chunk<kVec>(K, p.k.stride, b, h, live ? j : 0, live ? c : 0, p.D);
+    vraw[k] = load_chunk<kVec>(V, p.v.stride, b, h, live ? j : 0, live ? c : 0, p.D);
   }
   sync();  // the per-channel constants and the zeroed absmax are in shared memory
 
@@ -272,7 +275,7 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
       const int it = tid + k * kTileThreads;
       const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
       if (!writes(tok)) continue;
-      const bool live = j < p.n && c < cpr;
+      const bool live = j < valid && c < cpr;
       const uint4 zero = make_uint4(0, 0, 0, 0);
       const int64_t row = (static_cast<int64_t>(head) * p.nk_pad + dest_key(tok)) * p.dpad;
       *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.k_out) + row + c * 8) =
@@ -288,7 +291,7 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
   auto k_values = [&](int k, float(&x)[8]) {
     const int it = tid + k * kTileThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
-    if (j < p.n && c < cpr) {
+    if (j < valid && c < cpr) {
       dev::unpack8<dev::kIsBf16<T>>(kraw[k], x);
 #pragma unroll
       for (int i = 0; i < 8; ++i) x[i] = (x[i] - hc.mu_k[c * 8 + i]) * hc.alpha[c * 8 + i];
@@ -304,12 +307,12 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
     if (k >= n_items) break;
     const int it = tid + k * kTileThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
-    if (j < p.n && c < cpr) {
+    if (j < valid && c < cpr) {
       float x[8];
       k_values(k, x);
       float amax = 0.f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(x[i]));
+      for (int i = 0; i < 8; ++i) amax = dev::fmax_nan(amax, fabsf(x[i]));
       atomicMax(reinterpret_cast<int*>(&ts.amax[tok]), __float_as_int(amax));  // amax >= 0
     }
   }
@@ -318,8 +321,8 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
     if (tid < 32) {
       float m = 0.f;
       for (int t = tid; t < kTokens; t += 32)
-        if (tile * kTokens + t < valid) m = fmaxf(m, ts.amax[t]);
-      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (tile * kTokens + t < valid) m = dev::fmax_nan(m, ts.amax[t]);
+      for (int o = 16; o > 0; o >>= 1) m = dev::fmax_nan(m, __shfl_xor_sync(0xffffffffu, m, o));
       if (tid == 0) *ts.block_amax = m;
     }
     sync();
@@ -332,7 +335,7 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
     const int it = tid + k * kTileThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
     if (!writes(tok)) continue;
-    const bool in_src = j < p.n;
+    const bool in_src = j < valid;
     const float scale =
         qm::int8_scale(p.k_per_token ? ts.amax[tok] : *ts.block_amax, p.k_multiplier);
     const float inv = 1.0f / scale;
@@ -358,7 +361,7 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
     const int it = tid + k * kTileThreads;
     const int tok = item_token(it), c = item_chunk(it), j = tile * kTokens + tok;
     float y[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (j < p.n && c < cpr) {
+    if (j < valid && c < cpr) {
       dev::unpack8<dev::kIsBf16<T>>(vraw[k], y);
 #pragma unroll
       for (int i = 0; i < 8; ++i) y[i] = (y[i] - hc.mu_v[c * 8 + i]) * hc.inv_sv[c * 8 + i];

@@ -157,10 +157,13 @@ bool rows_vectorizable(const void* x, const int64_t (&s)[4], int D) {
 
 }  // namespace
 
-bool q_stats_vectorizable(const KvPrepParams& p) { return rows_vectorizable(p.q, p.q_stride, p.D); }
+bool q_stats_vectorizable(const KvPrepParams& p) {
+  return rows_vectorizable(p.q.data, p.q.stride, p.D);
+}
 
 bool kv_prep_vectorizable(const KvPrepParams& p) {
-  return rows_vectorizable(p.k, p.k_stride, p.D) && rows_vectorizable(p.v, p.v_stride, p.D);
+  return rows_vectorizable(p.k.data, p.k.stride, p.D) &&
+         rows_vectorizable(p.v.data, p.v.stride, p.D);
 }
 
 int stats_ctas_per_sm(bool kv, bool q) {

@@ -35,15 +35,16 @@ __global__ void quant_kernel(const QuantizeProblem p, const float* mean_ws) {
     float amax = 0.f;
     if (i < p.N)
       for (int d = lane; d < p.D; d += 32)
-        amax =
-            fmaxf(amax, fabsf(dev::load_as_float(p.x.data, xoff(p, b, h, i, d), p.dtype) - mu[d]));
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        amax = dev::fmax_nan(
+            amax, fabsf(dev::load_as_float(p.x.data, xoff(p, b, h, i, d), p.dtype) - mu[d]));
+    for (int o = 16; o > 0; o >>= 1)
+      amax = dev::fmax_nan(amax, __shfl_xor_sync(0xffffffffu, amax, o));
     if (lane == 0) s_amax[r] = amax;
   }
   __syncthreads();
   const bool per_token = p.granularity == INT8ATTN_GRANULARITY_PER_TOKEN;
   float block_amax = 0.f;
-  for (int r = 0; r < 64; ++r) block_amax = fmaxf(block_amax, s_amax[r]);
+  for (int r = 0; r < 64; ++r) block_amax = dev::fmax_nan(block_amax, s_amax[r]);
   for (int r = warp; r < 64; r += nwarps) {
     const int64_t i = static_cast<int64_t>(tile) * 64 + r;
     if (i >= p.N) continue;

@@ -201,15 +201,15 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     const bool bcast_h = p.Hkv > 1 && p.k.stride[1] == 0 && p.v.stride[1] == 0;
     const int heads_b = bcast_b ? 1 : a.B, heads_h = bcast_h ? 1 : a.Hkv;
     const int64_t heads = static_cast<int64_t>(heads_b) * heads_h;
-    const int64_t nk_pad = round_up(p.Nk, kAttnBlockN);
+    // Keys padded to the kernel's key tile: the wgmma kernel's 128-key tiles read every key
+    // scale of a tile, and with per-block K scales a block past the buffer (its keys all
+    // masked) would take its scale from whatever follows: a garbage scale times the masked
+    // scores' −inf made whole rows zero or NaN.
+    const int64_t nk_pad = round_up(p.Nk, plan.sm90_wgmma ? kSm90BlockN : kAttnBlockN);
 
     KvPrepParams& k = plan.prep;
-    k.k = p.k.data;
-    k.v = p.v.data;
-    for (int i = 0; i < 4; ++i) {
-      k.k_stride[i] = p.k.stride[i];
-      k.v_stride[i] = p.v.stride[i];
-    }
+    k.k = p.k;
+    k.v = p.v;
     k.dtype = p.dtype;
     k.heads_b = heads_b;
     k.heads_h = heads_h;
@@ -227,8 +227,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.k_multiplier = p.scale_multiplier;
     k.v_headroom = qm::kForwardHeadroom;
     k.balance = balance;
-    k.q = p.q.data;
-    for (int i = 0; i < 4; ++i) k.q_stride[i] = p.q.stride[i];
+    k.q = p.q;
     k.G = a.G;
     k.Nq = a.Nq;
     k.q_batches = bcast_b ? a.B : 1;

@@ -44,12 +44,8 @@ class CudaKvCache final : public KvCacheImpl {
 
   void append(const CacheAppend& a) override {
     KvPrepParams p;
-    p.k = a.k.data;
-    p.v = a.v.data;
-    for (int i = 0; i < 4; ++i) {
-      p.k_stride[i] = a.k.stride[i];
-      p.v_stride[i] = a.v.stride[i];
-    }
+    p.k = a.k;
+    p.v = a.v;
     p.dtype = a.dtype;
     p.heads_b = static_cast<int>(spec_.B);
     p.heads_h = static_cast<int>(spec_.Hkv);

@@ -421,7 +421,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       const8(sKadd, ch * 8, add);
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[i][e] = fmaf(x[i][e], mul[e], add[e]);
-      m = fmaxf(m, absmax8(x[i]));
+      m = dev::fmax_nan(m, absmax8(x[i]));
     }
     return lane_group_max_nonneg<kLanes>(key_live ? m : 0.f);
   };
@@ -435,9 +435,9 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     }
     __syncthreads();
     if (warp < kc / kSmallKeyTile) {  // one warp per 64-key block (kc <= kSmallMaxKeys)
-      float m = fmaxf(sAmax[warp * 64 + lane], sAmax[warp * 64 + 32 + lane]);
+      float m = dev::fmax_nan(sAmax[warp * 64 + lane], sAmax[warp * 64 + 32 + lane]);
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+      for (int o = 16; o > 0; o >>= 1) m = dev::fmax_nan(m, __shfl_xor_sync(0xffffffffu, m, o));
       if (lane == 0) sAmax[kc + warp] = m;
     }
     __syncthreads();
@@ -491,7 +491,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       }
 #pragma unroll
       for (int e = 0; e < 8; ++e) x[i][e] *= inv_alpha[e];
-      m = fmaxf(m, absmax8(x[i]));
+      m = dev::fmax_nan(m, absmax8(x[i]));
     }
     if (want_shift)
 #pragma unroll
@@ -677,7 +677,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
     static_assert(kDTiles % kSplits == 0, "column slices");
     float inv_l[2];
 #pragma unroll
-    for (int rh = 0; rh < 2; ++rh) inv_l[rh] = l_tot[rh] > 0.f ? 1.0f / l_tot[rh] : 0.f;
+    for (int rh = 0; rh < 2; ++rh) inv_l[rh] = l_tot[rh] == 0.f ? 0.f : 1.0f / l_tot[rh];
 #pragma unroll
     for (int j = 0; j < kCols; ++j) {
       const int n = split * kCols + j;
@@ -696,11 +696,13 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
         }
 #pragma unroll
       for (int rh = 0; rh < 2; ++rh) {
-        // An empty row (no visible key) has l = 0, so inv_l = 0: it is written as zeros.
+        // An empty row (no visible key) has l = 0, so inv_l = 0: it is written as zeros; a NaN
+        // row sum (a NaN input) makes the row NaN. fp16 saturates at ±65504.
         const float o0 = o[2 * rh] * inv_l[rh];
         const float o1 = o[2 * rh + 1] * inv_l[rh];
         *reinterpret_cast<uint32_t*>(sOut + (rg * 16 + g8 + 8 * rh) * lay.vp + 2 * c) =
-            BF16 ? dev::pack2<true>(o0, o1) : dev::pack2<false>(o0, o1);
+            BF16 ? dev::pack2<true>(o0, o1)
+                 : dev::pack2<false>(qm::saturate_f16(o0), qm::saturate_f16(o1));
       }
     }
     if (split == 0 && t4 == 0 && p.lse != nullptr) {
@@ -708,10 +710,10 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       for (int rh = 0; rh < 2; ++rh) {
         const RowInfo& r = my_rows[rh];
         if (!r.valid) continue;
-        const float lse = l_tot[rh] > 0.f
-                              ? (m_tot[rh] + log2f(l_tot[rh]) - kPOffset) * 0.6931471805599453f +
-                                    sLse[rg * 16 + g8 + 8 * rh]
-                              : -INFINITY;
+        const float lse = l_tot[rh] == 0.f
+                              ? -INFINITY
+                              : (m_tot[rh] + log2f(l_tot[rh]) - kPOffset) * 0.6931471805599453f +
+                                    sLse[rg * 16 + g8 + 8 * rh];
         p.lse[b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
       }
     }

@@ -40,18 +40,31 @@ constexpr float kCacheHeadroom = 64.0f;   // V range margin in a cache (later ap
 constexpr float kMinScale = 1e-30f;       // below this a group is treated as all-zero
 constexpr float kLog2e = 1.4426950408889634f;
 
-// INT8 scale for a group whose largest magnitude is `absmax`.
-I8A_HD float int8_scale(float absmax, float multiplier) {
-  const float s = absmax * multiplier / kInt8Max;
-  return (s > kMinScale && s < 3.0e38f) ? s : 1.0f;
+// Non-finite inputs: a group's absmax is NaN or inf when one of its values is (reductions use
+// absmax_nan, or compare float bits, where NaN orders above inf), its scale is then NaN, every
+// score that uses the group is NaN and so is the softmax row, as in fp16 attention. The INT8
+// values of such a group are 0: defined, and carried by the NaN scale.
+
+// max(acc, |x|) that keeps a NaN: once either is NaN, the result is NaN.
+I8A_HD float absmax_nan(float acc, float x) {
+  const float a = fabsf(x);
+  return (a > acc || a != a) ? a : acc;
 }
 
-// Symmetric INT8 quantization of x given 1/scale (computed once per group as 1.0f / scale).
+// INT8 scale for a group whose largest magnitude is `absmax` (NaN for NaN or inf: see above).
+I8A_HD float int8_scale(float absmax, float multiplier) {
+  const float s = absmax * multiplier / kInt8Max;
+  if (!(s <= 3.0e38f)) return s - s;  // NaN stays NaN, inf - inf is NaN
+  return s > kMinScale ? s : 1.0f;
+}
+
+// Symmetric INT8 quantization of x given 1/scale (computed once per group as 1.0f / scale);
+// 0 for a NaN product (a NaN group scale carries it).
 I8A_HD int8_t quantize_int8(float x, float inv_scale) {
   float r = rintf(x * inv_scale);
   r = r > kInt8Max ? kInt8Max : r;
   r = r < -kInt8Max ? -kInt8Max : r;
-  return static_cast<int8_t>(r);
+  return r == r ? static_cast<int8_t>(r) : int8_t(0);
 }
 
 // Channel-balancing factor α_c from the channel maxima of Q and K (1 when either is 0), clamped
@@ -97,6 +110,13 @@ I8A_HD ChannelConsts channel_consts(const ChannelStats& s, bool smooth_k, bool s
   c.v_scale = v_scale(vabs, fp8, headroom);
   if (balance) c.alpha = balance_factor(s.q_absmax, fmaxf(s.max_k - c.mu_k, c.mu_k - s.min_k));
   return c;
+}
+
+// fp16 output: a finite value past fp16's range (a rounding step above |V|'s bound of 65504)
+// becomes ±65504 instead of overflowing to ±inf; NaN and ±inf pass through.
+I8A_HD float saturate_f16(float x) {
+  const float a = fabsf(x);
+  return (a > 65504.0f && a <= 3.4028235e38f) ? copysignf(65504.0f, x) : x;
 }
 
 // Host emulation of float -> E4M3 -> float with round-to-nearest-even and saturation to ±448,

@@ -18,6 +18,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 struct Scratch {
   std::vector<float> qf, qscale, lse_shift, m, l, acc, s, pr, vt, tmp;
   std::vector<int8_t> q8;
+  std::vector<char> nan_row;  // a visible score of the row was NaN: the row's output is NaN
   std::vector<int32_t> dots;
   void init(int64_t D, int64_t dp) {
     qf.assign(kTile * D, 0.0f);
@@ -32,6 +33,7 @@ struct Scratch {
     vt.assign(kTile * D, 0.0f);
     tmp.assign(D, 0.0f);
     dots.assign(kTile, 0);
+    nan_row.assign(kTile, 0);
   }
 };
 
@@ -96,6 +98,7 @@ void run_attention(const AttnProblem& p, const std::vector<const KvView*>& views
     }
     std::fill(S.m.begin(), S.m.end(), kNegInf);
     std::fill(S.l.begin(), S.l.end(), 0.0f);
+    std::fill(S.nan_row.begin(), S.nan_row.end(), 0);
     std::fill(S.acc.begin(), S.acc.begin() + rows * D, 0.0f);
 
     // Visible keys of row i: j < kend(i), and the block mask.
@@ -138,6 +141,10 @@ void run_attention(const AttnProblem& p, const std::vector<const KvView*>& views
         if (mrow)
           for (int j = 0; j < ne; ++j)
             if (!mrow[((j0 + j) / p.mask_k_block) * p.mask_stride[3]]) s[j] = kNegInf;
+        // A NaN score (NaN or inf in Q, K, or their scales) makes the softmax row NaN, as in
+        // fp16 attention; the vector exponentials below need not carry it.
+        for (int j = 0; j < ne; ++j)
+          if (std::isnan(s[j])) S.nan_row[r] = 1;
         float tmax = kNegInf;
         for (int j = 0; j < ne; ++j) tmax = std::max(tmax, s[j]);
         const float m_new = std::max(S.m[r], tmax);
@@ -174,20 +181,26 @@ void run_attention(const AttnProblem& p, const std::vector<const KvView*>& views
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
       const int64_t orow = obase + i * p.o_stride[2];
-      const bool empty = !(S.l[r] > 0.0f);
+      const bool nan = S.nan_row[r] != 0;
+      const bool empty = !nan && S.l[r] == 0.0f;  // no visible key (a NaN l is not empty)
       const float inv_l = empty ? 0.0f : 1.0f / S.l[r];
       for (int64_t c = 0; c < D; ++c) {
         float o = 0.0f;
-        if (!empty) {
+        if (nan) {
+          o = std::numeric_limits<float>::quiet_NaN();
+        } else if (!empty) {
           o = S.acc[r * D + c] * inv_l;
           if (kv.v_sigma) o *= kv.v_sigma[c];
           if (kv.v_mu) o += kv.v_mu[c];
         }
-        store_elem(p.o, orow + c * p.o_stride[3], p.dtype, o);
+        store_elem(p.o, orow + c * p.o_stride[3], p.dtype,
+                   p.dtype == DType::kF16 ? qm::saturate_f16(o) : o);
       }
       if (p.lse)
         p.lse[b * p.lse_stride[0] + h * p.lse_stride[1] + i * p.lse_stride[2]] =
-            empty ? kNegInf : S.m[r] + std::log(S.l[r]) - lse_off + S.lse_shift[r];
+            nan     ? std::numeric_limits<float>::quiet_NaN()
+            : empty ? kNegInf
+                    : S.m[r] + std::log(S.l[r]) - lse_off + S.lse_shift[r];
     }
   });
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "common/modes.h"
 #include "int8attn.h"
@@ -58,8 +59,10 @@ inline float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) 
 
 inline float round_f16(float x) { return f16_to_f32(f32_to_f16(x)); }
 
-// E4M3 bit pattern of a value that is already exactly representable (output of qm::fp8_e4m3_round).
+// E4M3 bit pattern of a value that is already exactly representable (output of
+// qm::fp8_e4m3_round); NaN is 0x7f (E4M3 has no infinity).
 inline uint8_t e4m3_encode_exact(float r) {
+  if (std::isnan(r)) return 0x7f;
   uint8_t s = std::signbit(r) ? 0x80 : 0;
   const float a = std::fabs(r);
   if (a == 0.0f) return s;
@@ -72,6 +75,7 @@ inline uint8_t e4m3_encode_exact(float r) {
 }
 
 inline float e4m3_decode(uint8_t b) {
+  if ((b & 0x7f) == 0x7f) return std::numeric_limits<float>::quiet_NaN();  // S.1111.111
   const int E = (b >> 3) & 15, m = b & 7;
   float v = E == 0 ? static_cast<float>(m) / 512.0f : std::ldexp(1.0f + m / 8.0f, E - 7);
   return (b & 0x80) ? -v : v;

@@ -49,7 +49,7 @@ void quantize_rows_int8(const float* x, int64_t rows, int64_t d, int64_t dp, boo
     const int64_t r1 = std::min(rows, r0 + group);
     float amax = 0.0f;
     for (int64_t r = r0; r < r1; ++r)
-      for (int64_t c = 0; c < d; ++c) amax = std::max(amax, std::fabs(x[r * d + c]));
+      for (int64_t c = 0; c < d; ++c) amax = qm::absmax_nan(amax, x[r * d + c]);
     const float s = qm::int8_scale(amax, multiplier);
     const float inv = 1.0f / s;
     for (int64_t r = r0; r < r1; ++r) {
@@ -108,7 +108,7 @@ void encode_v_rows(const float* centered, int64_t rows, int64_t d, const float* 
       if (fp8) {
         out8[r * d + c] = e4m3_encode_exact(qm::fp8_e4m3_round(x));
       } else {
-        const float y = std::max(-65504.0f, std::min(65504.0f, x));
+        const float y = std::isnan(x) ? x : std::max(-65504.0f, std::min(65504.0f, x));
         out16[r * d + c] = f32_to_f16(y);
       }
     }

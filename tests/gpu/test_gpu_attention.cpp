@@ -384,6 +384,140 @@ TEST_F(GpuAttention, MisalignedKAndVTakeTheStridedPreparation) {
     }
 }
 
+// Non-finite inputs (issue 25): a NaN in Q, K or V reaches exactly the outputs it reaches on
+// the CPU backend (the contract: its Q row; every row of the head for K, through K's smoothing
+// mean; the channel of every row for V, through V's), on every kernel path: the small cluster
+// kernel (96 tokens), the wgmma kernel (1000 tokens), the warp-MMA kernel (EXACT; head dim 256)
+// and split-KV with the combine (one query row per head, 4096 keys).
+TEST_F(GpuAttention, NanInputsReachTheSameOutputsAsOnTheCpu) {
+  struct Shape {
+    int64_t Hq, Hkv, Nq, Nk, D;
+  };
+  const Shape shapes[] = {
+      {2, 2, 96, 96, 64}, {2, 2, 1000, 1000, 128}, {2, 2, 200, 200, 256}, {8, 2, 1, 4096, 128}};
+  const float nan = std::nanf("");
+  for (const Shape& sh : shapes)
+    for (int32_t mode : kModes)
+      for (int where = 0; where < 3; ++where) {  // Q, K, V
+        t::Inputs in = t::make_inputs(t::Family::Gaussian, 1, sh.Hq, sh.Hkv, sh.Nq, sh.Nk, sh.D, 3);
+        std::vector<float>& x = where == 0 ? in.q : where == 1 ? in.k : in.v;
+        const int64_t tok = where == 0 ? sh.Nq / 2 : 7;
+        x[static_cast<size_t>(tok * sh.D + 2)] = nan;  // head 0
+        const int32_t f16 = INT8ATTN_DTYPE_F16;
+        const t::HostTensor hq =
+            t::HostTensor::from_values(in.q, f16, t::Layout::HND, 1, sh.Hq, sh.Nq, sh.D);
+        const t::HostTensor hk =
+            t::HostTensor::from_values(in.k, f16, t::Layout::HND, 1, sh.Hkv, sh.Nk, sh.D);
+        const t::HostTensor hv =
+            t::HostTensor::from_values(in.v, f16, t::Layout::HND, 1, sh.Hkv, sh.Nk, sh.D);
+        t::HostTensor ho(f16, t::Layout::HND, 1, sh.Hq, sh.Nq, sh.D), hc = ho;
+        DeviceTensor dq, dk, dv, dout;
+        int8attn_tensor_t q = upload(hq, dq), k = upload(hk, dk), v = upload(hv, dv),
+                          o = upload(ho, dout);
+        int8attn_forward_params_t fp;
+        int8attn_forward_params_init(&fp);
+        fp.mode = mode;
+        I8A_OK(int8attn_forward(ctx_, &q, &k, &v, &o, &fp));
+        I8A_OK(int8attn_synchronize(ctx_, nullptr));
+        CUDA_OK(cudaMemcpy(ho.data(), o.data, dout.bytes, cudaMemcpyDeviceToHost));
+        int8attn_tensor_t qc = hq.desc(), kc = hk.desc(), vc = hv.desc(), oc = hc.desc();
+        I8A_OK(int8attn_forward(ctx_, &qc, &kc, &vc, &oc, &fp));
+        const std::vector<float> gpu = ho.values(), cpu = hc.values();
+        int64_t nans = 0, differ = 0, inf = 0;
+        for (size_t i = 0; i < gpu.size(); ++i) {
+          nans += std::isnan(cpu[i]) ? 1 : 0;
+          differ += std::isnan(cpu[i]) != std::isnan(gpu[i]) ? 1 : 0;
+          inf += std::isinf(gpu[i]) ? 1 : 0;
+        }
+        const std::string what = "mode " + std::to_string(mode) + " NaN in " + "QKV"[where] +
+                                 " at " + std::to_string(sh.Nq) + "x" + std::to_string(sh.Nk) +
+                                 " D=" + std::to_string(sh.D);
+        EXPECT_GT(nans, 0) << what;  // the CPU contract test checks which outputs these are
+        EXPECT_EQ(differ, 0) << what << ": NaN outputs differ from the CPU backend's";
+        EXPECT_EQ(inf, 0) << what;
+      }
+}
+
+// fp16 outputs saturate at ±65504 instead of overflowing (issue 25, defect 2), on the GPU paths.
+TEST_F(GpuAttention, Fp16OutputsSaturate) {
+  for (int64_t n : {4, 96, 1000})
+    for (int32_t mode : kModes) {
+      int64_t bad = 0;
+      for (uint64_t seed = 0; seed < (n == 4 ? 400u : 20u); ++seed) {
+        t::Inputs in = t::make_inputs(t::Family::Gaussian, 1, 2, 2, n, n, 64, seed);
+        uint64_t st = seed * 2654435761u + 1;
+        for (float& x : in.v) {  // |V| in [60000, 65504], random signs
+          st = st * 6364136223846793005ull + 1442695040888963407ull;
+          const float u = static_cast<float>(st >> 40) / static_cast<float>(1 << 24);
+          x = ((st >> 20) & 1 ? 1.f : -1.f) * (60000.f + 5504.f * u);
+        }
+        const int32_t f16 = INT8ATTN_DTYPE_F16;
+        const t::HostTensor hq = t::HostTensor::from_values(in.q, f16, t::Layout::HND, 1, 2, n, 64);
+        const t::HostTensor hk = t::HostTensor::from_values(in.k, f16, t::Layout::HND, 1, 2, n, 64);
+        const t::HostTensor hv = t::HostTensor::from_values(in.v, f16, t::Layout::HND, 1, 2, n, 64);
+        t::HostTensor ho(f16, t::Layout::HND, 1, 2, n, 64);
+        DeviceTensor dq, dk, dv, dout;
+        int8attn_tensor_t q = upload(hq, dq), k = upload(hk, dk), v = upload(hv, dv),
+                          o = upload(ho, dout);
+        int8attn_forward_params_t fp;
+        int8attn_forward_params_init(&fp);
+        fp.mode = mode;
+        I8A_OK(int8attn_forward(ctx_, &q, &k, &v, &o, &fp));
+        I8A_OK(int8attn_synchronize(ctx_, nullptr));
+        CUDA_OK(cudaMemcpy(ho.data(), o.data, dout.bytes, cudaMemcpyDeviceToHost));
+        for (float x : ho.values()) bad += std::fabs(x) <= 65504.f ? 0 : 1;
+      }
+      EXPECT_EQ(bad, 0) << "mode " << mode << ", " << n << " tokens";
+    }
+}
+
+// Valid lengths far apart within one call (5 and 300 of 616 keys): the keys past a batch's
+// length must be padding in the canonical K/V. They had been quantized with the σ of the valid
+// keys only, which overflowed fp16 V, and a masked key's P of 0 times inf gave NaN outputs
+// (found by the soak, bench/gpu_reliability.sh).
+TEST_F(GpuAttention, ValidLengthsFarApartPerBatch) {
+  for (int32_t mode : kModes)
+    for (int32_t dtype : {INT8ATTN_DTYPE_F16, INT8ATTN_DTYPE_BF16})
+      for (bool causal : {false, true}) {
+        Case c;
+        c.mode = mode;
+        c.dtype = dtype;
+        c.layout = t::Layout::NHD;
+        c.causal = causal;
+        c.B = 2;
+        c.Hq = 6;
+        c.Hkv = 2;
+        c.Nq = 318;
+        c.Nk = 616;
+        c.D = 112;
+        c.k_lengths = {5, 300};
+        c.family = t::Family::ChannelBias;
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + " lengths 5 and 300");
+      }
+}
+
+// Per-block K scales with a key count that is a multiple of 64 but not of the wgmma kernel's
+// 128-key tile (150 keys -> 192 padded): the tile's second block lies past the keys. Its
+// scale was read from past the buffer, and whole outputs came out zero (found by the soak).
+TEST_F(GpuAttention, PerBlockKeyScalesWithAPartialLastTile) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
+    for (int64_t D : {64, 120, 128}) {
+      Case c;
+      c.mode = mode;
+      c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+      c.Hq = 8;
+      c.Hkv = 2;
+      c.Nq = 837;
+      c.Nk = 150;
+      c.D = D;
+      Outcome r;
+      run(c, r);
+      expect_bar(c, r, name(c) + " per-block K, 150 keys");
+    }
+}
+
 TEST_F(GpuAttention, CausalLengthsLseAndBroadcast) {
   for (int32_t mode : kModes) {
     Case c;
