@@ -20,6 +20,15 @@
  *   for CPU tensors. GPU calls never synchronise the host and never allocate on the hot path
  *   once the workspace is large enough, so they can be captured into a CUDA graph.
  * - Destroy functions accept NULL.
+ * - Handles (context, K/V cache, policy) carry a tag: every function that takes one checks that
+ *   it is a live handle of the expected kind and otherwise returns
+ *   ::INT8ATTN_ERROR_INVALID_HANDLE with a message naming the argument; a destroy function
+ *   given such a pointer frees nothing (and sets int8attn_last_error()). This is best effort,
+ *   "where detectable": destroy clears the tag and frees the memory, so a destroyed handle is
+ *   recognised only while that memory has not been reused by a new handle of the same kind, and
+ *   reading it is still a use after free (AddressSanitizer reports it). It turns the common
+ *   mistakes (double destroy, use after destroy, a context passed as a policy) into errors; it
+ *   does not make them safe.
  *
  * @par Thread safety
  * - Functions without a handle (versions, status strings, features, device count,
@@ -103,6 +112,9 @@ enum int8attn_status_values {
   INT8ATTN_ERROR_CAPACITY_EXCEEDED = 110,    /**< A K/V cache would grow past its capacity. */
   INT8ATTN_ERROR_WORKSPACE_TOO_SMALL = 111,  /**< The caller's workspace is too small. */
   INT8ATTN_ERROR_BAD_VALUE = 112,            /**< A scalar is out of range (NaN scale, …). */
+  INT8ATTN_ERROR_INVALID_HANDLE = 113,       /**< Not a live handle of the expected kind (one
+                                                  destroyed, or a context passed as a policy, …;
+                                                  where detectable: see "Handles" above). */
   INT8ATTN_ERROR_NOT_SUPPORTED = 200,        /**< Valid but not supported (generic). */
   INT8ATTN_ERROR_UNSUPPORTED_ARCH = 201,     /**< No kernels for this GPU in this build. */
   INT8ATTN_ERROR_UNSUPPORTED_HEAD_DIM = 202, /**< Head dim not a multiple of 8 in [8, 256]. */
@@ -208,10 +220,12 @@ enum int8attn_device_values {
 /** @brief Tokens per scale with ::INT8ATTN_GRANULARITY_PER_BLOCK: a head of N tokens has
  *  ⌈N / INT8ATTN_QUANT_BLOCK⌉ scales (int8attn_quantize's `scales` [B, H, ⌈N/64⌉]). */
 #define INT8ATTN_QUANT_BLOCK 64
-/** @brief Default query rows and keys per block-mask block (`mask_q_block`, `mask_k_block`,
- *  and int8attn_mask_params_t's `q_block`, `k_block`); a mask over Nq queries and Nk keys has
- *  ⌈Nq/q_block⌉ × ⌈Nk/k_block⌉ blocks per head. */
+/** @brief Default query rows per block-mask block (`mask_q_block`, and int8attn_mask_params_t's
+ *  `q_block`); a mask over Nq queries and Nk keys has ⌈Nq/q_block⌉ × ⌈Nk/k_block⌉ blocks per
+ *  head. */
 #define INT8ATTN_MASK_Q_BLOCK_DEFAULT 128
+/** @brief Default keys per block-mask block (`mask_k_block`, and int8attn_mask_params_t's
+ *  `k_block`). */
 #define INT8ATTN_MASK_K_BLOCK_DEFAULT 64
 /** @brief Largest head dim (head dims are multiples of 8 in [8, INT8ATTN_MAX_HEAD_DIM]). */
 #define INT8ATTN_MAX_HEAD_DIM 256
@@ -262,7 +276,11 @@ typedef struct int8attn_context int8attn_context_t;
 typedef struct int8attn_context_params_t {
   uint32_t struct_size; /**< sizeof(int8attn_context_params_t); set by the init function. */
   int32_t device_id;    /**< CUDA device this context serves (default 0); CPU calls ignore it. */
-  int32_t num_threads;  /**< CPU worker threads; 0 (default) = all hardware threads. */
+  int32_t num_threads;  /**< CPU threads (the calling thread included), in [0, 1024];
+                               0 (default) = all hardware threads, at most 1024. The threads
+                               start on the first CPU call; if the system cannot start them,
+                               that call fails with ::INT8ATTN_ERROR_OUT_OF_MEMORY (a message
+                               naming num_threads) and the next CPU call tries again. */
   int32_t reserved0;    /**< Must be 0. */
   uint64_t workspace_bytes; /**< Device workspace allocated up front (0, default: on first use). */
 } int8attn_context_params_t;
@@ -276,13 +294,15 @@ INT8ATTN_API void int8attn_context_params_init(int8attn_context_params_t* params
  * @param[out] context Receives the new context; the caller frees it with int8attn_context_destroy().
  * @param[in] params Parameters, or NULL for the defaults.
  * @return ::INT8ATTN_OK; ::INT8ATTN_ERROR_NULL_POINTER; ::INT8ATTN_ERROR_BAD_STRUCT_SIZE;
- *         ::INT8ATTN_ERROR_BAD_VALUE (negative threads); ::INT8ATTN_ERROR_BAD_DEVICE;
- *         ::INT8ATTN_ERROR_OUT_OF_MEMORY.
+ *         ::INT8ATTN_ERROR_BAD_VALUE (num_threads negative or above 1024);
+ *         ::INT8ATTN_ERROR_BAD_DEVICE; ::INT8ATTN_ERROR_OUT_OF_MEMORY.
  */
 INT8ATTN_API int8attn_status_t int8attn_context_create(int8attn_context_t** context,
                                                        const int8attn_context_params_t* params);
 
-/** @brief Destroy a context and free its workspace. Waits for its GPU work. NULL is ignored.
+/** @brief Destroy a context and free its workspace. Waits for its GPU work. NULL is ignored, and
+ *         so (where detectable) is a pointer that is not a live context: nothing is freed and
+ *         int8attn_last_error() says why.
  *  @param[in] context The context, or NULL. */
 INT8ATTN_API void int8attn_context_destroy(int8attn_context_t* context);
 
@@ -293,8 +313,8 @@ INT8ATTN_API void int8attn_context_destroy(int8attn_context_t* context);
  * @param[in] device_type Which workspace: ::INT8ATTN_DEVICE_CUDA (device memory) or
  *            ::INT8ATTN_DEVICE_CPU (host scratch).
  * @param[in] bytes Requested size.
- * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_OUT_OF_MEMORY,
- *         ::INT8ATTN_ERROR_BACKEND_UNAVAILABLE.
+ * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,
+ *         ::INT8ATTN_ERROR_OUT_OF_MEMORY, ::INT8ATTN_ERROR_BACKEND_UNAVAILABLE.
  */
 INT8ATTN_API int8attn_status_t int8attn_context_reserve_workspace(int8attn_context_t* context,
                                                                   int32_t device_type,
@@ -304,8 +324,8 @@ INT8ATTN_API int8attn_status_t int8attn_context_reserve_workspace(int8attn_conte
  * @brief Wait until all work the library queued on @p stream has finished.
  * @param[in] context The context (selects the device).
  * @param[in] stream A cudaStream_t or NULL (legacy default stream). Without CUDA: no-op.
- * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_DEVICE (an earlier
- *         asynchronous kernel failure is reported here).
+ * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,
+ *         ::INT8ATTN_ERROR_DEVICE (an earlier asynchronous kernel failure is reported here).
  */
 INT8ATTN_API int8attn_status_t int8attn_synchronize(int8attn_context_t* context, void* stream);
 
@@ -388,7 +408,8 @@ INT8ATTN_API void int8attn_policy_params_init(int8attn_policy_params_t* params);
 INT8ATTN_API int8attn_status_t int8attn_policy_create(int8attn_policy_t** policy,
                                                       const int8attn_policy_params_t* params);
 
-/** @brief Destroy a policy. NULL is ignored.
+/** @brief Destroy a policy. NULL is ignored, and so (where detectable) is a pointer that is not
+ *         a live policy: nothing is freed and int8attn_last_error() says why.
  *  @param[in] policy The policy, or NULL. */
 INT8ATTN_API void int8attn_policy_destroy(int8attn_policy_t* policy);
 
@@ -397,8 +418,8 @@ INT8ATTN_API void int8attn_policy_destroy(int8attn_policy_t* policy);
  * @param[in] policy The policy.
  * @param[in] timestep Step index in [0, T).
  * @param[in] mode ::INT8ATTN_MODE_EXACT, ::INT8ATTN_MODE_BALANCED or ::INT8ATTN_MODE_FAST.
- * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_BAD_VALUE,
- *         ::INT8ATTN_ERROR_UNSUPPORTED_MODE.
+ * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,
+ *         ::INT8ATTN_ERROR_BAD_VALUE, ::INT8ATTN_ERROR_UNSUPPORTED_MODE.
  */
 INT8ATTN_API int8attn_status_t int8attn_policy_set_mode(int8attn_policy_t* policy, int32_t timestep,
                                                         int32_t mode);
@@ -409,7 +430,8 @@ INT8ATTN_API int8attn_status_t int8attn_policy_set_mode(int8attn_policy_t* polic
  * @param[out] scale_multiplier Receives the scale multiplier (may be NULL).
  * @param[in] policy The policy.
  * @param[in] timestep Step index in [0, T).
- * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_BAD_VALUE.
+ * @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,
+ *         ::INT8ATTN_ERROR_BAD_VALUE.
  */
 INT8ATTN_API int8attn_status_t int8attn_policy_get(int32_t* mode, float* scale_multiplier,
                                                    const int8attn_policy_t* policy,
@@ -418,7 +440,7 @@ INT8ATTN_API int8attn_status_t int8attn_policy_get(int32_t* mode, float* scale_m
 /** @brief Number of steps T of a policy.
  *  @param[out] num_timesteps Receives T.
  *  @param[in] policy The policy.
- *  @return ::INT8ATTN_OK or ::INT8ATTN_ERROR_NULL_POINTER. */
+ *  @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER or ::INT8ATTN_ERROR_INVALID_HANDLE. */
 INT8ATTN_API int8attn_status_t int8attn_policy_num_timesteps(int32_t* num_timesteps,
                                                              const int8attn_policy_t* policy);
 
@@ -586,19 +608,20 @@ INT8ATTN_API int8attn_status_t int8attn_kv_cache_create(int8attn_kv_cache_t** ca
                                                         int8attn_context_t* context,
                                                         const int8attn_kv_cache_params_t* params);
 
-/** @brief Destroy a cache and free its memory. NULL is ignored.
+/** @brief Destroy a cache and free its memory. NULL is ignored, and so (where detectable) is a
+ *         pointer that is not a live cache: nothing is freed and int8attn_last_error() says why.
  *  @param[in] cache The cache, or NULL. */
 INT8ATTN_API void int8attn_kv_cache_destroy(int8attn_kv_cache_t* cache);
 
 /** @brief Set the cache's length to 0 and forget its smoothing means.
  *  @param[in] cache The cache.
- *  @return ::INT8ATTN_OK or ::INT8ATTN_ERROR_NULL_POINTER. */
+ *  @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER or ::INT8ATTN_ERROR_INVALID_HANDLE. */
 INT8ATTN_API int8attn_status_t int8attn_kv_cache_reset(int8attn_kv_cache_t* cache);
 
 /** @brief Current length (tokens per sequence) of the cache.
  *  @param[out] length Receives the length.
  *  @param[in] cache The cache.
- *  @return ::INT8ATTN_OK or ::INT8ATTN_ERROR_NULL_POINTER. */
+ *  @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER or ::INT8ATTN_ERROR_INVALID_HANDLE. */
 INT8ATTN_API int8attn_status_t int8attn_kv_cache_length(int64_t* length,
                                                         const int8attn_kv_cache_t* cache);
 

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/handle.h"
 #include "int8attn.h"
 
 namespace int8attn {
@@ -45,6 +46,36 @@ int8attn_status_t guard(F&& body) noexcept {
 template <class T>
 inline void require_ptr(const T* p, const char* name) {
   if (!p) throw Error(INT8ATTN_ERROR_NULL_POINTER, std::string(name) + " is NULL");
+}
+
+// Handle arguments: NULL -> NULL_POINTER, not a live handle of H's kind -> INVALID_HANDLE, both
+// naming `name` (core/handle.h).
+template <class H>
+inline H& require_handle(H* h, const char* name) {
+  return checked_handle(h, name);
+}
+
+// The body of every destroy function: NULL is ignored; a pointer that is not a live handle of
+// H's kind is left alone (freeing it would free memory of another kind, or twice) and the
+// thread's last error says why; otherwise the tag is cleared, then the handle freed.
+template <class H>
+void destroy_handle(H* h, const char* name) noexcept {
+  if (!h) return;
+  if (!has_handle_tag(h, HandleTraits<H>::kind)) {
+    try {
+      set_last_error((std::string(name) + ": is not an int8attn " + HandleTraits<H>::name +
+                      " handle (destroyed, or another kind of handle); nothing was freed")
+                         .c_str());
+    } catch (...) {
+      set_last_error("destroy: not a live handle of this kind; nothing was freed");
+    }
+    return;
+  }
+  h->clear_tag();
+  try {
+    delete h;
+  } catch (...) {
+  }
 }
 
 }  // namespace api

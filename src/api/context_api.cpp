@@ -22,9 +22,10 @@ INT8ATTN_API int8attn_status_t int8attn_context_create(int8attn_context_t** cont
     *context = nullptr;
     int8attn_context_params_t p = context_params_defaults();
     copy_params(p, params, "params");
-    INT8ATTN_REQUIRE(p.num_threads >= 0, INT8ATTN_ERROR_BAD_VALUE,
-                     "params->num_threads is " + std::to_string(p.num_threads) +
-                         "; must be >= 0 (0 = all hardware threads)");
+    INT8ATTN_REQUIRE(
+        p.num_threads >= 0 && p.num_threads <= kMaxCpuThreads, INT8ATTN_ERROR_BAD_VALUE,
+        "params->num_threads is " + std::to_string(p.num_threads) + "; must be in [0, " +
+            std::to_string(kMaxCpuThreads) + "] (0 = all hardware threads)");
     INT8ATTN_REQUIRE(p.device_id >= 0, INT8ATTN_ERROR_BAD_DEVICE,
                      "params->device_id is " + std::to_string(p.device_id) + "; must be >= 0");
     INT8ATTN_REQUIRE(p.reserved0 == 0, INT8ATTN_ERROR_BAD_VALUE,
@@ -44,26 +45,18 @@ INT8ATTN_API int8attn_status_t int8attn_context_create(int8attn_context_t** cont
 }
 
 INT8ATTN_API void int8attn_context_destroy(int8attn_context_t* context) {
-  try {
-    delete context;
-  } catch (...) {
-  }
+  api::destroy_handle(context, "context");
 }
 
 INT8ATTN_API int8attn_status_t int8attn_context_reserve_workspace(int8attn_context_t* context,
                                                                   int32_t device_type,
                                                                   uint64_t bytes) {
-  return api::guard([&] {
-    api::require_ptr(context, "context");
-    context->reserve_workspace(device_type, bytes);
-  });
+  return api::guard(
+      [&] { api::require_handle(context, "context").reserve_workspace(device_type, bytes); });
 }
 
 INT8ATTN_API int8attn_status_t int8attn_synchronize(int8attn_context_t* context, void* stream) {
-  return api::guard([&] {
-    api::require_ptr(context, "context");
-    context->synchronize(stream);
-  });
+  return api::guard([&] { api::require_handle(context, "context").synchronize(stream); });
 }
 
 INT8ATTN_API void int8attn_policy_params_init(int8attn_policy_params_t* params) {
@@ -82,23 +75,22 @@ INT8ATTN_API int8attn_status_t int8attn_policy_create(int8attn_policy_t** policy
   });
 }
 
-INT8ATTN_API void int8attn_policy_destroy(int8attn_policy_t* policy) { delete policy; }
+INT8ATTN_API void int8attn_policy_destroy(int8attn_policy_t* policy) {
+  api::destroy_handle(policy, "policy");
+}
 
 INT8ATTN_API int8attn_status_t int8attn_policy_set_mode(int8attn_policy_t* policy, int32_t timestep,
                                                         int32_t mode) {
-  return api::guard([&] {
-    api::require_ptr(policy, "policy");
-    policy->set_mode(timestep, mode);
-  });
+  return api::guard([&] { api::require_handle(policy, "policy").set_mode(timestep, mode); });
 }
 
 INT8ATTN_API int8attn_status_t int8attn_policy_get(int32_t* mode, float* scale_multiplier,
                                                    const int8attn_policy_t* policy,
                                                    int32_t timestep) {
   return api::guard([&] {
-    api::require_ptr(policy, "policy");
-    const int32_t m = policy->mode(timestep);
-    const float s = policy->multiplier(timestep);
+    const Policy& pol = api::require_handle(policy, "policy");
+    const int32_t m = pol.mode(timestep);
+    const float s = pol.multiplier(timestep);
     if (mode) *mode = m;
     if (scale_multiplier) *scale_multiplier = s;
   });
@@ -108,8 +100,7 @@ INT8ATTN_API int8attn_status_t int8attn_policy_num_timesteps(int32_t* num_timest
                                                              const int8attn_policy_t* policy) {
   return api::guard([&] {
     api::require_ptr(num_timesteps, "num_timesteps");
-    api::require_ptr(policy, "policy");
-    *num_timesteps = policy->num_timesteps();
+    *num_timesteps = api::require_handle(policy, "policy").num_timesteps();
   });
 }
 

@@ -40,6 +40,7 @@ INT8ATTN_API const char* int8attn_status_string(int8attn_status_t status) {
     case INT8ATTN_ERROR_CAPACITY_EXCEEDED: return "cache capacity exceeded";
     case INT8ATTN_ERROR_WORKSPACE_TOO_SMALL: return "workspace too small";
     case INT8ATTN_ERROR_BAD_VALUE: return "bad value";
+    case INT8ATTN_ERROR_INVALID_HANDLE: return "invalid handle";
     case INT8ATTN_ERROR_NOT_SUPPORTED: return "not supported";
     case INT8ATTN_ERROR_UNSUPPORTED_ARCH: return "unsupported GPU architecture";
     case INT8ATTN_ERROR_UNSUPPORTED_HEAD_DIM: return "unsupported head dim";

@@ -7,10 +7,15 @@
 #include <mutex>
 
 #include "core/backend.h"
+#include "core/handle.h"
 #include "common/problem.h"
 #include "int8attn.h"
 
 namespace int8attn {
+
+// Largest params->num_threads (documented in int8attn.h); the CPU thread pool clamps to the same
+// value (cpu::ThreadPool::kMaxThreads, checked in cpu_backend.cpp).
+constexpr int32_t kMaxCpuThreads = 1024;
 
 class Context {
  public:
@@ -50,6 +55,14 @@ int8attn_context_params_t context_params_defaults();
 
 }  // namespace int8attn
 
-struct int8attn_context : int8attn::Context {
-  using int8attn::Context::Context;
+// The handle: the tag first (at offset 0, see core/handle.h), then the context.
+struct int8attn_context : int8attn::HandleTag, int8attn::Context {
+  int8attn_context(int32_t device_id, int32_t num_threads)
+      : HandleTag(int8attn::HandleKind::kContext), Context(device_id, num_threads) {}
+};
+
+template <>
+struct int8attn::HandleTraits<int8attn_context> {
+  static constexpr HandleKind kind = HandleKind::kContext;
+  static constexpr const char* name = "context";
 };

@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "core/context.h"
+#include "core/handle.h"
 #include "common/problem.h"
 #include "int8attn.h"
 
@@ -37,6 +38,14 @@ uint32_t resolve_flags(uint32_t flags, const char* name);
 
 }  // namespace int8attn
 
-struct int8attn_kv_cache : int8attn::KvCache {
-  using int8attn::KvCache::KvCache;
+// The handle: the tag first (at offset 0, see core/handle.h), then the cache.
+struct int8attn_kv_cache : int8attn::HandleTag, int8attn::KvCache {
+  int8attn_kv_cache(int8attn::Context& ctx, const int8attn_kv_cache_params_t& params)
+      : HandleTag(int8attn::HandleKind::kKvCache), KvCache(ctx, params) {}
+};
+
+template <>
+struct int8attn::HandleTraits<int8attn_kv_cache> {
+  static constexpr HandleKind kind = HandleKind::kKvCache;
+  static constexpr const char* name = "K/V cache";
 };

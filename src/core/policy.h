@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/handle.h"
 #include "int8attn.h"
 
 namespace int8attn {
@@ -32,6 +33,14 @@ void check_concrete_mode(int32_t mode, const char* name);
 
 }  // namespace int8attn
 
-struct int8attn_policy : int8attn::Policy {
-  using int8attn::Policy::Policy;
+// The handle: the tag first (at offset 0, see core/handle.h), then the policy.
+struct int8attn_policy : int8attn::HandleTag, int8attn::Policy {
+  explicit int8attn_policy(const int8attn_policy_params_t& params)
+      : HandleTag(int8attn::HandleKind::kPolicy), Policy(params) {}
+};
+
+template <>
+struct int8attn::HandleTraits<int8attn_policy> {
+  static constexpr HandleKind kind = HandleKind::kPolicy;
+  static constexpr const char* name = "policy";
 };

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/context.h"
 #include "core/error.h"
 #include "cpu/attention.h"
 #include "cpu/cpu_cache.h"
@@ -13,6 +14,9 @@
 
 namespace int8attn {
 namespace {
+
+static_assert(cpu::ThreadPool::kMaxThreads == kMaxCpuThreads,
+              "the pool's cap is the documented cap on params->num_threads");
 
 class CpuBackend final : public Backend {
  public:

@@ -7,6 +7,7 @@
 #include "common/quant_math.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define I8A_X86 1
 #endif
@@ -236,10 +237,19 @@ I8A_AVX2 void pv_avx2(const float* p, const float* v, int n, int d, float alpha,
   }
 }
 
+// F16C is read from CPUID (leaf 1, ECX bit 29): GCC's __builtin_cpu_supports knows "f16c" but
+// clang 14's does not (a compile error). AVX2 and FMA go through the builtin, which also checks
+// that the OS saves the YMM registers (XCR0); F16C works on the same registers, so with AVX2
+// usable its CPUID bit is all it needs.
+bool cpu_has_f16c() {
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & bit_F16C) != 0;
+}
+
 bool cpu_has_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 #endif
 

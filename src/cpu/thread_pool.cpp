@@ -1,24 +1,54 @@
 #include <atomic>
+#include <string>
+#include <system_error>
 
+#include "core/error.h"
 #include "cpu/thread_pool.h"
 
 namespace int8attn {
 namespace cpu {
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, const ThreadFactory& factory) {
+  const int requested = num_threads;
   if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
-  size_ = num_threads < 1 ? 1 : num_threads;
-  threads_.reserve(size_ - 1);
-  for (int i = 1; i < size_; ++i) threads_.emplace_back([this, i] { worker(i); });
+  size_ = num_threads < 1 ? 1 : (num_threads > kMaxThreads ? kMaxThreads : num_threads);
+  // A constructor that throws runs no destructor, but the members' destructors still run: a
+  // joinable std::thread terminates the process, and destroying cv_start_ waits (glibc) for the
+  // workers blocked on it, forever. So on any failure the started workers are stopped and
+  // joined here before the exception leaves.
+  int i = 1;
+  try {
+    threads_.reserve(size_ - 1);
+    for (; i < size_; ++i) {
+      std::function<void()> body = [this, i] { worker(i); };
+      threads_.push_back(factory ? factory(std::move(body)) : std::thread(std::move(body)));
+    }
+  } catch (const std::system_error& e) {
+    stop_and_join();
+    std::string what = "num_threads is " + std::to_string(requested);
+    if (requested != size_) what += " (" + std::to_string(size_) + " threads)";
+    throw Error(INT8ATTN_ERROR_OUT_OF_MEMORY,
+                what + ": could not start CPU worker thread " + std::to_string(i) + " of " +
+                    std::to_string(size_ - 1) + " (" + e.what() +
+                    "); lower params->num_threads of int8attn_context_create, or free system "
+                    "resources (thread limit, memory)");
+  } catch (...) {
+    stop_and_join();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() noexcept {
   {
     std::lock_guard<std::mutex> lk(m_);
     stop_ = true;
   }
   cv_start_.notify_all();
-  for (auto& t : threads_) t.join();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
 }
 
 void ThreadPool::run_items(int index) {

@@ -1,5 +1,7 @@
 // A small fixed-size thread pool owned by the CPU backend: parallel_for over an index range with
 // dynamic scheduling. The calling thread takes part, so a pool of size 1 has no worker threads.
+// All threads start in the constructor; if one cannot be started, the constructor stops and
+// joins those it did start and throws: the pool exists whole or not at all.
 #pragma once
 
 #include <atomic>
@@ -16,8 +18,16 @@ namespace cpu {
 
 class ThreadPool {
  public:
-  // num_threads <= 0: std::thread::hardware_concurrency().
-  explicit ThreadPool(int num_threads);
+  // Largest pool: the context rejects more (params->num_threads), and a larger
+  // hardware_concurrency() is clamped to it.
+  static constexpr int kMaxThreads = 1024;
+  // Starts a thread running `body` (std::thread by default); tests inject failures through it.
+  using ThreadFactory = std::function<std::thread(std::function<void()> body)>;
+
+  // num_threads <= 0: std::thread::hardware_concurrency(); at most kMaxThreads either way.
+  // Throws Error(OUT_OF_MEMORY) naming num_threads when a thread cannot be started
+  // (std::system_error from the factory), std::bad_alloc as is; no thread is left running.
+  explicit ThreadPool(int num_threads, const ThreadFactory& factory = ThreadFactory());
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -30,6 +40,7 @@ class ThreadPool {
  private:
   void worker(int index);
   void run_items(int index);
+  void stop_and_join() noexcept;
 
   int size_ = 1;
   std::vector<std::thread> threads_;

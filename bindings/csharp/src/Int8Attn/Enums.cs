@@ -35,6 +35,8 @@ namespace Int8Attn
         WorkspaceTooSmall = 111,
         /// <summary>A scalar parameter is out of range.</summary>
         BadValue = 112,
+        /// <summary>Not a live handle of the expected kind (destroyed, or another kind of handle).</summary>
+        InvalidHandle = 113,
         /// <summary>Valid but not supported (generic).</summary>
         NotSupported = 200,
         /// <summary>The GPU architecture has no kernel in this build.</summary>

@@ -44,6 +44,10 @@ pub const INT8ATTN_ERROR_CAPACITY_EXCEEDED: int8attn_status_values = 110;
 pub const INT8ATTN_ERROR_WORKSPACE_TOO_SMALL: int8attn_status_values = 111;
 #[doc = "< A scalar is out of range (NaN scale, …)."]
 pub const INT8ATTN_ERROR_BAD_VALUE: int8attn_status_values = 112;
+#[doc = "< Not a live handle of the expected kind (one"]
+#[doc = "destroyed, or a context passed as a policy, …;"]
+#[doc = "where detectable: see \"Handles\" above)."]
+pub const INT8ATTN_ERROR_INVALID_HANDLE: int8attn_status_values = 113;
 #[doc = "< Valid but not supported (generic)."]
 pub const INT8ATTN_ERROR_NOT_SUPPORTED: int8attn_status_values = 200;
 #[doc = "< No kernels for this GPU in this build."]
@@ -345,7 +349,11 @@ pub struct int8attn_context_params_t {
     pub struct_size: u32,
     #[doc = "< CUDA device this context serves (default 0); CPU calls ignore it."]
     pub device_id: i32,
-    #[doc = "< CPU worker threads; 0 (default) = all hardware threads."]
+    #[doc = "< CPU threads (the calling thread included), in [0, 1024];"]
+    #[doc = "0 (default) = all hardware threads, at most 1024. The threads"]
+    #[doc = "start on the first CPU call; if the system cannot start them,"]
+    #[doc = "that call fails with ::INT8ATTN_ERROR_OUT_OF_MEMORY (a message"]
+    #[doc = "naming num_threads) and the next CPU call tries again."]
     pub num_threads: i32,
     #[doc = "< Must be 0."]
     pub reserved0: i32,
@@ -460,15 +468,17 @@ extern "C" {
     #[doc = " @param[out] context Receives the new context; the caller frees it with int8attn_context_destroy()."]
     #[doc = " @param[in] params Parameters, or NULL for the defaults."]
     #[doc = " @return ::INT8ATTN_OK; ::INT8ATTN_ERROR_NULL_POINTER; ::INT8ATTN_ERROR_BAD_STRUCT_SIZE;"]
-    #[doc = "         ::INT8ATTN_ERROR_BAD_VALUE (negative threads); ::INT8ATTN_ERROR_BAD_DEVICE;"]
-    #[doc = "         ::INT8ATTN_ERROR_OUT_OF_MEMORY."]
+    #[doc = "         ::INT8ATTN_ERROR_BAD_VALUE (num_threads negative or above 1024);"]
+    #[doc = "         ::INT8ATTN_ERROR_BAD_DEVICE; ::INT8ATTN_ERROR_OUT_OF_MEMORY."]
     pub fn int8attn_context_create(
         context: *mut *mut int8attn_context_t,
         params: *const int8attn_context_params_t,
     ) -> int8attn_status_t;
 }
 extern "C" {
-    #[doc = " @brief Destroy a context and free its workspace. Waits for its GPU work. NULL is ignored."]
+    #[doc = " @brief Destroy a context and free its workspace. Waits for its GPU work. NULL is ignored, and"]
+    #[doc = "         so (where detectable) is a pointer that is not a live context: nothing is freed and"]
+    #[doc = "         int8attn_last_error() says why."]
     #[doc = "  @param[in] context The context, or NULL."]
     pub fn int8attn_context_destroy(context: *mut int8attn_context_t);
 }
@@ -479,8 +489,8 @@ extern "C" {
     #[doc = " @param[in] device_type Which workspace: ::INT8ATTN_DEVICE_CUDA (device memory) or"]
     #[doc = "            ::INT8ATTN_DEVICE_CPU (host scratch)."]
     #[doc = " @param[in] bytes Requested size."]
-    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_OUT_OF_MEMORY,"]
-    #[doc = "         ::INT8ATTN_ERROR_BACKEND_UNAVAILABLE."]
+    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,"]
+    #[doc = "         ::INT8ATTN_ERROR_OUT_OF_MEMORY, ::INT8ATTN_ERROR_BACKEND_UNAVAILABLE."]
     pub fn int8attn_context_reserve_workspace(
         context: *mut int8attn_context_t,
         device_type: i32,
@@ -491,8 +501,8 @@ extern "C" {
     #[doc = " @brief Wait until all work the library queued on @p stream has finished."]
     #[doc = " @param[in] context The context (selects the device)."]
     #[doc = " @param[in] stream A cudaStream_t or NULL (legacy default stream). Without CUDA: no-op."]
-    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_DEVICE (an earlier"]
-    #[doc = "         asynchronous kernel failure is reported here)."]
+    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,"]
+    #[doc = "         ::INT8ATTN_ERROR_DEVICE (an earlier asynchronous kernel failure is reported here)."]
     pub fn int8attn_synchronize(
         context: *mut int8attn_context_t,
         stream: *mut ::std::os::raw::c_void,
@@ -792,7 +802,8 @@ extern "C" {
     ) -> int8attn_status_t;
 }
 extern "C" {
-    #[doc = " @brief Destroy a policy. NULL is ignored."]
+    #[doc = " @brief Destroy a policy. NULL is ignored, and so (where detectable) is a pointer that is not"]
+    #[doc = "         a live policy: nothing is freed and int8attn_last_error() says why."]
     #[doc = "  @param[in] policy The policy, or NULL."]
     pub fn int8attn_policy_destroy(policy: *mut int8attn_policy_t);
 }
@@ -801,8 +812,8 @@ extern "C" {
     #[doc = " @param[in] policy The policy."]
     #[doc = " @param[in] timestep Step index in [0, T)."]
     #[doc = " @param[in] mode ::INT8ATTN_MODE_EXACT, ::INT8ATTN_MODE_BALANCED or ::INT8ATTN_MODE_FAST."]
-    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_BAD_VALUE,"]
-    #[doc = "         ::INT8ATTN_ERROR_UNSUPPORTED_MODE."]
+    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,"]
+    #[doc = "         ::INT8ATTN_ERROR_BAD_VALUE, ::INT8ATTN_ERROR_UNSUPPORTED_MODE."]
     pub fn int8attn_policy_set_mode(
         policy: *mut int8attn_policy_t,
         timestep: i32,
@@ -815,7 +826,8 @@ extern "C" {
     #[doc = " @param[out] scale_multiplier Receives the scale multiplier (may be NULL)."]
     #[doc = " @param[in] policy The policy."]
     #[doc = " @param[in] timestep Step index in [0, T)."]
-    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_BAD_VALUE."]
+    #[doc = " @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER, ::INT8ATTN_ERROR_INVALID_HANDLE,"]
+    #[doc = "         ::INT8ATTN_ERROR_BAD_VALUE."]
     pub fn int8attn_policy_get(
         mode: *mut i32,
         scale_multiplier: *mut f32,
@@ -827,7 +839,7 @@ extern "C" {
     #[doc = " @brief Number of steps T of a policy."]
     #[doc = "  @param[out] num_timesteps Receives T."]
     #[doc = "  @param[in] policy The policy."]
-    #[doc = "  @return ::INT8ATTN_OK or ::INT8ATTN_ERROR_NULL_POINTER."]
+    #[doc = "  @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER or ::INT8ATTN_ERROR_INVALID_HANDLE."]
     pub fn int8attn_policy_num_timesteps(
         num_timesteps: *mut i32,
         policy: *const int8attn_policy_t,
@@ -1630,21 +1642,22 @@ extern "C" {
     ) -> int8attn_status_t;
 }
 extern "C" {
-    #[doc = " @brief Destroy a cache and free its memory. NULL is ignored."]
+    #[doc = " @brief Destroy a cache and free its memory. NULL is ignored, and so (where detectable) is a"]
+    #[doc = "         pointer that is not a live cache: nothing is freed and int8attn_last_error() says why."]
     #[doc = "  @param[in] cache The cache, or NULL."]
     pub fn int8attn_kv_cache_destroy(cache: *mut int8attn_kv_cache_t);
 }
 extern "C" {
     #[doc = " @brief Set the cache's length to 0 and forget its smoothing means."]
     #[doc = "  @param[in] cache The cache."]
-    #[doc = "  @return ::INT8ATTN_OK or ::INT8ATTN_ERROR_NULL_POINTER."]
+    #[doc = "  @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER or ::INT8ATTN_ERROR_INVALID_HANDLE."]
     pub fn int8attn_kv_cache_reset(cache: *mut int8attn_kv_cache_t) -> int8attn_status_t;
 }
 extern "C" {
     #[doc = " @brief Current length (tokens per sequence) of the cache."]
     #[doc = "  @param[out] length Receives the length."]
     #[doc = "  @param[in] cache The cache."]
-    #[doc = "  @return ::INT8ATTN_OK or ::INT8ATTN_ERROR_NULL_POINTER."]
+    #[doc = "  @return ::INT8ATTN_OK, ::INT8ATTN_ERROR_NULL_POINTER or ::INT8ATTN_ERROR_INVALID_HANDLE."]
     pub fn int8attn_kv_cache_length(
         length: *mut i64,
         cache: *const int8attn_kv_cache_t,

@@ -145,6 +145,8 @@ mod tests {
         assert!(Status::UNSUPPORTED_HEAD_DIM.is_not_supported());
         assert_eq!(Status::BAD_SHAPE.code(), 102);
         assert_eq!(format!("{:?}", Status::BAD_SHAPE), "Status::BAD_SHAPE(102)");
+        assert_eq!(format!("{:?}", Status::INVALID_HANDLE), "Status::INVALID_HANDLE(113)");
+        assert!(Status::INVALID_HANDLE.is_invalid_argument());
         let e = Error::new(Status::BAD_VALUE, "x is NaN");
         assert!(e.to_string().contains("x is NaN"));
     }
