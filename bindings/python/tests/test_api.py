@@ -260,9 +260,41 @@ def test_attention_with_policy(rng):
                                   exact)
     np.testing.assert_array_equal(int8attn.attention(q, k, v, mode=None, policy=pol, timestep=2),
                                   bal)
-    # an explicit mode wins over the policy
+    # an explicit mode wins over the policy, and says so
+    with pytest.warns(int8attn.ModeOverridesPolicyWarning, match="mode='balanced' overrides"):
+        o = int8attn.attention(q, k, v, mode="balanced", policy=pol, timestep=0)
+    np.testing.assert_array_equal(o, bal)
+
+
+def test_policy_decides_with_the_default_mode(rng, recwarn):
+    """Issue 26: ``attention(q, k, v, policy=pol, timestep=t)`` (no mode) runs the policy's mode
+    for the step, not BALANCED; no warning. Without a policy the default is BALANCED."""
+    q, k, v = (randn(rng, 1, 2, 64, 64) for _ in range(3))
+    pol = int8attn.TimestepPolicy(4)  # library defaults: EXACT at both ends, FAST between
+    assert pol.modes() == [int8attn.Mode.EXACT, int8attn.Mode.FAST, int8attn.Mode.FAST,
+                           int8attn.Mode.EXACT]
+    runs = {m: int8attn.attention(q, k, v, mode=m) for m in ("exact", "balanced", "fast")}
+    assert not np.array_equal(runs["exact"], runs["fast"])  # the modes are distinguishable
+    for t, want in enumerate(["exact", "fast", "fast", "exact"]):
+        np.testing.assert_array_equal(int8attn.attention(q, k, v, policy=pol, timestep=t),
+                                      runs[want], err_msg=f"timestep {t}")
+    np.testing.assert_array_equal(int8attn.attention(q, k, v), runs["balanced"])
+    # "default" spelled out is not an override either
     np.testing.assert_array_equal(
-        int8attn.attention(q, k, v, mode="balanced", policy=pol, timestep=0), bal)
+        int8attn.attention(q, k, v, mode="default", policy=pol, timestep=0), runs["exact"])
+    assert not [w for w in recwarn if issubclass(w.category, int8attn.ModeOverridesPolicyWarning)]
+
+
+def test_kv_cache_forward_mode_overrides_policy_warns(rng):
+    k, v = (randn(rng, 1, 2, 64, 64) for _ in range(2))
+    q = randn(rng, 1, 2, 4, 64)
+    pol = int8attn.TimestepPolicy(3, default_mode="balanced", edge_mode="balanced")
+    with int8attn.KVCache(1, 2, 64, 64, device="cpu", mode="balanced") as cache:
+        cache.append(k, v)
+        base = cache.forward(q, policy=pol, timestep=1)
+        with pytest.warns(int8attn.ModeOverridesPolicyWarning, match="KVCache.forward"):
+            o = cache.forward(q, mode="balanced", policy=pol, timestep=1)
+        np.testing.assert_array_equal(o, base)
 
 
 # ---- K/V cache ------------------------------------------------------------------------------------

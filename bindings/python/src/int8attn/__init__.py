@@ -12,10 +12,17 @@ Quick start::
 
 torch tensors (CPU or CUDA, float16/bfloat16/float32) work the same way; torch is never imported
 by ``import int8attn``. The torch integration (``Int8Attention``, ``Int8AttnProcessor``,
-``replace_attention_with_int8``, the ``int8attn::attention`` custom op) lives in
-:mod:`int8attn.torch_integration` and is imported on first access. ``sageattn`` is
-SageAttention's entry point (``from int8attn import sageattn`` replaces
-``from sageattention import sageattn``).
+``replace_attention_with_int8``, ``sdpa_int8``, ``attention_op``) lives in
+:mod:`int8attn.torch_integration` and is imported on first access. The custom ops
+``torch.ops.int8attn.attention`` and ``torch.ops.int8attn.processor_attention`` are registered
+as soon as both int8attn and torch are imported, in either order (:mod:`int8attn._torch_hook`).
+``sageattn`` is SageAttention's entry point (``from int8attn import sageattn`` replaces
+``from sageattention import sageattn``); ``sdpa_int8`` has the signature of
+``torch.nn.functional.scaled_dot_product_attention``.
+
+Precision: ``mode=None`` (the default of :func:`attention` and of the processors) lets a
+``policy`` decide the mode per step, else runs "balanced"; an explicit mode together with a
+policy wins over the policy's mode and issues :class:`ModeOverridesPolicyWarning`.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from ._api import (
     Context,
     KVCache,
     Mode,
+    ModeOverridesPolicyWarning,
     TimestepPolicy,
     attention,
     default_context,
@@ -55,8 +63,10 @@ from ._api import (
 from ._sage import sageattn
 from ._routing import describe as routing_tables
 from . import _lib as _l
+from . import _torch_hook
 
 _l.lib()  # load now: a missing library or an ABI mismatch fails at import with a clear message
+_torch_hook.install()  # torch.ops.int8attn.* once torch is imported too (never imports torch)
 
 try:
     from importlib.metadata import PackageNotFoundError as _PNF, version as _dist_version
@@ -70,7 +80,8 @@ except ImportError:  # pragma: no cover - Python < 3.8
 
 __all__ = [
     "ABI_VERSION", "Context", "DeviceError", "Int8AttnError", "InternalError",
-    "InvalidArgumentError", "KVCache", "LibraryNotFoundError", "Mode", "NotSupportedError",
+    "InvalidArgumentError", "KVCache", "LibraryNotFoundError", "Mode",
+    "ModeOverridesPolicyWarning", "NotSupportedError",
     "OutOfMemoryError", "TimestepPolicy", "attention", "default_context", "devices", "features",
     "forward_workspace_size", "info", "last_error", "library_path", "parse_mode",
     "predict_block_mask", "quantize", "routing_tables", "sageattn", "status_string", "version",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import enum
 import threading
+import warnings
 import weakref
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -34,6 +35,34 @@ class Mode(enum.IntEnum):
 
 
 ModeLike = Union[None, str, int, Mode]
+
+
+class ModeOverridesPolicyWarning(UserWarning):
+    """An explicit ``mode`` was given together with a ``policy``: the explicit mode is used for
+    the call and the policy's mode for the step is not (its scale multiplier still applies), as
+    in the C API (``INT8ATTN_MODE_DEFAULT`` is what lets a policy decide). Pass ``mode=None`` to
+    let the policy decide; silence it with
+    ``warnings.simplefilter("ignore", int8attn.ModeOverridesPolicyWarning)`` when the override
+    is meant."""
+
+
+def _explicit_mode(mode: ModeLike) -> bool:
+    """True when ``mode`` names a mode (not None / "default" / Mode.DEFAULT / 0)."""
+    if mode is None:
+        return False
+    if isinstance(mode, str):
+        return mode.strip().lower() != "default"
+    return int(mode) != int(L.MODE_DEFAULT)
+
+
+def warn_mode_overrides_policy(mode: ModeLike, where: str, stacklevel: int = 3) -> None:
+    """Issue :class:`ModeOverridesPolicyWarning` for ``where`` (a function name) when ``mode`` is
+    explicit; the caller has checked that a policy is given."""
+    if _explicit_mode(mode):
+        warnings.warn(f"{where}: mode={str(parse_mode(mode))!r} overrides the policy's mode for "
+                      "the step (the policy's scale multiplier still applies); pass mode=None "
+                      "to let the policy decide", ModeOverridesPolicyWarning,
+                      stacklevel=stacklevel)
 
 
 def parse_mode(mode: ModeLike, name: str = "mode") -> Mode:
@@ -391,7 +420,7 @@ def _aux_views(ref: T.View, k_lengths: Any, block_mask: Any
     return kl, bm
 
 
-def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "balanced",
+def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = None,
               causal: bool = False, sm_scale: Optional[float] = None, k_lengths: Any = None,
               block_mask: Any = None, mask_block: Tuple[int, int] = _MASK_BLOCK_DEFAULT,
               return_lse: bool = False, policy: PolicyLike = None,
@@ -399,7 +428,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
               context: Optional[Context] = None, q_granularity: Union[None, str, int] = None,
               k_granularity: Union[None, str, int] = None, smooth_k: bool = True,
               smooth_v: bool = True, balance_channels: Optional[bool] = None,
-              scale_multiplier: float = 1.0, stream: Any = None) -> Any:
+              scale_multiplier: float = 1.0, stream: Any = None,
+              _warn_override: bool = True) -> Any:
     """``O = softmax(sm_scale · Q·Kᵀ + mask) · V`` with INT8 Q·Kᵀ.
 
     Args:
@@ -407,15 +437,18 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
             or torch (float16/bfloat16/float32; CPU or CUDA).
         k: Keys [B, Hkv, Nk, D] (or NHD); Hq must be a multiple of Hkv (GQA/MQA).
         v: Values, same shape as ``k``.
-        mode: "exact", "balanced", "fast", or None (the policy's mode for ``timestep``, else
-            balanced).
+        mode: "exact", "balanced", "fast", or None (default): the policy's mode for
+            ``timestep`` when ``policy`` is given, else "balanced". An explicit mode together
+            with a policy wins over the policy's mode (the policy's scale multiplier still
+            applies) and issues :class:`ModeOverridesPolicyWarning`.
         causal: Causal mask, bottom-right aligned (``j ≤ i + L − Nq``).
         sm_scale: Softmax scale; None = 1/sqrt(D).
         k_lengths: Optional int32 [B] valid key lengths (sequence, array or tensor).
         block_mask: Optional uint8/bool [B|1, Hq|1, ⌈Nq/qb⌉, ⌈Nk/kb⌉] block mask (nonzero = keep).
         mask_block: (query rows, keys) per mask block.
         return_lse: Also return the float32 [B, Hq, Nq] natural-log log-sum-exp.
-        policy: A :class:`TimestepPolicy` deciding mode and scale multiplier per step.
+        policy: A :class:`TimestepPolicy` deciding mode (with ``mode=None``) and scale
+            multiplier per step.
         timestep: Step index for ``policy`` (an error without a policy).
         layout: "HND" or "NHD" for q, k, v and out.
         out: Optional output (same shape/layout as q, q's dtype); allocated like q if None.
@@ -428,6 +461,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
             keeps the library default: on.
         scale_multiplier: In (0, 1]; multiplies the INT8 scales (clips the largest values).
         stream: CUDA stream (int or object with ``cuda_stream``); default torch's current stream.
+        _warn_override: Internal (the torch op's general path): no
+            :class:`ModeOverridesPolicyWarning`.
 
     Returns:
         The output, allocated like ``q`` (torch tensor or numpy array), or ``(out, lse)`` when
@@ -436,8 +471,12 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
     Raises:
         InvalidArgumentError: bad shapes, strides, dtypes, devices or values (the message names
             the argument).
-        NotSupportedError: e.g. an unsupported head dim, or CUDA tensors without a CUDA build.
+        NotSupportedError: e.g. an unsupported head dim, CUDA tensors without a CUDA build, or
+            torch inputs that require grad while grad mode is on (int8attn has no backward
+            pass: run under ``torch.no_grad()``/``torch.inference_mode()`` or detach them).
     """
+    if policy is not None and mode is not None and _warn_override:
+        warn_mode_overrides_policy(mode, "attention")
     if (k_lengths is None and block_mask is None and not return_lse and context is None
             and stream is None and q_granularity is None and smooth_k
             and smooth_v and balance_channels is None and scale_multiplier == 1.0
@@ -447,6 +486,8 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
                             k_granularity=k_granularity)
         if o is not None:
             return o
+    if T.is_torch(q) and T.is_torch(k) and T.is_torch(v):
+        _refuse_autograd(q, k, v)
     qv = T.to_hnd(T.as_view(q, "q"), layout, "q")
     kv = T.to_hnd(T.as_view(k, "k"), layout, "k")
     vv = T.to_hnd(T.as_view(v, "v"), layout, "v")
@@ -473,18 +514,48 @@ def attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mode: ModeLike = "bal
     return (out, lse_obj) if return_lse else out
 
 
+def _grad_needed(q: Any, k: Any, v: Any) -> bool:
+    """Whether torch would record these inputs for a backward pass (int8attn has none)."""
+    global _grad_enabled
+    if not (q.requires_grad or k.requires_grad or v.requires_grad):
+        return False
+    if _grad_enabled is None:
+        import torch
+
+        _grad_enabled = torch.is_grad_enabled
+    return bool(_grad_enabled())
+
+
+_grad_enabled: Any = None
+
+
+def _refuse_autograd(q: Any, k: Any, v: Any) -> None:
+    """int8attn is a forward-only (inference) kernel: an output silently cut from the autograd
+    graph would train nothing without a word, so inputs that require grad are refused while
+    grad mode is on. NotSupportedError: the processors then run their SDPA fallback."""
+    if _grad_needed(q, k, v):
+        names = [n for n, x in (("q", q), ("k", k), ("v", v)) if x.requires_grad]
+        raise L.NotSupportedError(
+            L.ERROR_NOT_SUPPORTED,
+            f"{', '.join(names)}: require grad, but int8attn has no backward pass (inference "
+            "only); run under torch.no_grad() / torch.inference_mode(), or detach() the inputs")
+
+
 _MODE_INTS = {m: int(m) for m in Mode}
 _MODE_INTS.update({m.name.lower(): int(m) for m in Mode})
 _MODE_INTS.update({int(m): int(m) for m in Mode})
+_MODE_INTS[None] = int(Mode.DEFAULT)
 
 
-def attention_torch(q: Any, k: Any, v: Any, mode: ModeLike = "balanced", causal: bool = False,
+def attention_torch(q: Any, k: Any, v: Any, mode: ModeLike = None, causal: bool = False,
                     sm_scale: Optional[float] = None, layout: str = "HND",
                     policy: PolicyLike = None, timestep: Optional[int] = None,
                     out: Any = None, k_granularity: Union[None, str, int] = None) -> Any:
     """:func:`attention` for rank-4 torch tensors with only these options, through the
     low-overhead call path (``_fastpath``); None when that path does not cover the call (other
     dtypes, ranks or array types), so the caller takes :func:`attention`'s general path."""
+    if q.requires_grad or k.requires_grad or v.requires_grad:
+        _refuse_autograd(q, k, v)
     m = _MODE_INTS.get(mode)
     if m is None:
         m = int(parse_mode(mode))
@@ -523,7 +594,7 @@ def forward_workspace_size(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, layout: 
     kv = T.to_hnd(T.as_view(k, "k"), layout, "k")
     vv = T.to_hnd(T.as_view(v, "v"), layout, "v")
     params = _forward_params(
-        mode=options.get("mode", "balanced"), causal=options.get("causal", False),
+        mode=options.get("mode"), causal=options.get("causal", False),
         sm_scale=options.get("sm_scale"), k_lengths=None, block_mask=None,
         mask_block=_MASK_BLOCK_DEFAULT, lse=None, policy=options.get("policy"),
         timestep=options.get("timestep"), q_granularity=options.get("q_granularity"),
@@ -727,8 +798,12 @@ class KVCache(_Handle):
                 stream: Any = None) -> Any:
         """Attention of ``q`` [B, Hq, Nq, D] against the cached tokens (decode when Nq is small).
 
-        Arguments as for :func:`attention`; ``mode`` must be None or the cache's mode.
+        Arguments as for :func:`attention`; ``mode`` must be None or the cache's mode (an
+        explicit mode with a ``policy`` wins over the policy's, with
+        :class:`ModeOverridesPolicyWarning`).
         """
+        if policy is not None and mode is not None:
+            warn_mode_overrides_policy(mode, "KVCache.forward")
         qv = T.to_hnd(T.as_view(q, "q"), layout, "q")
         if out is None:
             out = T.empty_like(qv, "out")

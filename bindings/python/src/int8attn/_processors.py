@@ -17,6 +17,7 @@ import inspect
 import sys
 import threading
 import types
+import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
@@ -25,7 +26,8 @@ import torch.nn.functional as F
 
 from . import _routing
 from . import _torch_op
-from ._api import Mode, ModeLike, TimestepPolicy, _granularity, parse_mode
+from ._api import (Mode, ModeLike, TimestepPolicy, _granularity, parse_mode,
+                   warn_mode_overrides_policy)
 from ._lib import NotSupportedError
 
 _ORIGINAL_SDPA = F.scaled_dot_product_attention
@@ -69,7 +71,10 @@ class Int8AttnProcessor:
     The CFG batch (2B) runs in one call.
 
     Args:
-        mode: Precision for every call without a policy ("balanced" by default).
+        mode: Precision of every call: "exact", "balanced" or "fast"; None (default): the
+            policy's mode for the current step when ``policy`` is given, else "balanced". An
+            explicit mode together with a policy wins over the policy's mode (its scale
+            multipliers still apply) and issues :class:`~int8attn.ModeOverridesPolicyWarning`.
         policy: Optional :class:`~int8attn.TimestepPolicy` over sampler *step indices*; set the
             current step with :meth:`set_timestep` (or pass :meth:`callback_on_step_end` to the
             pipeline).
@@ -97,13 +102,15 @@ class Int8AttnProcessor:
             with a policy are counted (they run through ``int8attn::processor_attention``).
     """
 
-    def __init__(self, mode: ModeLike = "balanced", policy: Optional[TimestepPolicy] = None,
+    def __init__(self, mode: ModeLike = None, policy: Optional[TimestepPolicy] = None,
                  fallback: bool = True, route: str = "auto", cache_text_kv: bool = False,
                  fast_k_granularity: str = "block") -> None:
         if route not in _ROUTES:
             raise ValueError(f"route: expected one of {_ROUTES}, got {route!r}")
         self._fast_k_granularity = _granularity(fast_k_granularity, "fast_k_granularity")
         self.mode = parse_mode(mode)
+        if policy is not None:
+            warn_mode_overrides_policy(mode, "Int8AttnProcessor")
         self.policy = policy
         self.fallback = fallback
         self.route = route
@@ -116,7 +123,8 @@ class Int8AttnProcessor:
         self._op_id = _torch_op.register_processor(self)
         # The fastest mode these calls run in (FAST > BALANCED > EXACT): what a compiled graph
         # routes by (a policy's later set_mode calls are not seen by graphs compiled before).
-        self._fastest_mode = (max(int(m) for m in policy.modes()) if policy is not None
+        self._fastest_mode = (max(int(m) for m in policy.modes())
+                              if policy is not None and self.mode == Mode.DEFAULT
                               else self._mode_now())
 
     # -- timestep handling
@@ -145,9 +153,12 @@ class Int8AttnProcessor:
             self.stats[key] += 1
 
     def _mode_now(self) -> int:
-        """The mode this call runs in (the policy's for the current step, cached per step)."""
+        """The mode this call runs in: an explicit mode, else the policy's for the current step
+        (cached per step), else BALANCED."""
+        if self.mode != Mode.DEFAULT:
+            return int(self.mode)
         if self.policy is None or self.timestep is None:
-            return int(self.mode) if self.mode != Mode.DEFAULT else int(Mode.BALANCED)
+            return int(Mode.BALANCED)
         m = self._step_mode.get(self.timestep)
         if m is None:
             t = min(max(self.timestep, 0), len(self.policy) - 1)
@@ -203,8 +214,11 @@ class Int8AttnProcessor:
             query.to(cd), key.to(cd), value.to(cd))
         use_policy = self.policy is not None and self.timestep is not None
         kg = self._fast_k_granularity if mode == _FAST else 0
+        # With a policy the library takes the step's mode itself (mode 0, DEFAULT) unless this
+        # processor has an explicit mode, which wins (the policy's multiplier still applies).
+        mode_arg = 0 if use_policy and self.mode == Mode.DEFAULT else mode
         try:
-            o = _torch_op.call(q, k, v, 0 if use_policy else mode, causal, scale, layout,
+            o = _torch_op.call(q, k, v, mode_arg, causal, scale, layout,
                                self.policy.handle if use_policy else 0,
                                self.timestep if use_policy else -1, kg)
         except NotSupportedError:
@@ -503,7 +517,7 @@ def _iter_modules(obj: Any) -> Iterator[torch.nn.Module]:
                 yield m
 
 
-def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = "balanced",
+def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
                                 policy: Optional[TimestepPolicy] = None,
                                 num_inference_steps: Optional[int] = None,
                                 fallback: bool = True, wrap_other_processors: bool = True,
@@ -518,10 +532,14 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = "balanc
 
     Args:
         pipe_or_module: A diffusers pipeline (its ``components``) or a module.
-        mode: Precision of ordinary calls ("balanced", "fast", "exact").
+        mode: "exact", "balanced" or "fast". Without ``policy``: the mode of every call, or
+            with ``num_inference_steps`` the mode of the policy's ordinary steps; None
+            (default) means "balanced" there. With ``policy``: None lets the policy decide; an
+            explicit mode wins over it (see :class:`Int8AttnProcessor`, a
+            :class:`~int8attn.ModeOverridesPolicyWarning`).
         policy: Optional :class:`~int8attn.TimestepPolicy` over sampler step indices.
-        num_inference_steps: Build a policy with this many steps when ``policy`` is None (first
-            and last step EXACT, the rest ``mode``).
+        num_inference_steps: Build a policy with this many steps (first and last step EXACT,
+            the rest ``mode``); not together with ``policy``.
         fallback: Use PyTorch SDPA for calls int8attn cannot take (masks, …).
         wrap_other_processors: Also wrap non-standard processors.
         route: "auto" (default) runs SDPA on the call shapes int8attn is measured slower on
@@ -531,9 +549,22 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = "balanc
     Returns:
         ``pipe_or_module`` itself; the shared processor is at ``._int8attn_processor`` (use
         :func:`set_timestep`, or ``callback_on_step_end=proc.callback_on_step_end``).
+
+    Raises:
+        ValueError: both ``policy`` and ``num_inference_steps``.
+
+    Warns:
+        UserWarning: no attention module was found (nothing changed).
     """
-    if policy is None and num_inference_steps is not None:
-        policy = TimestepPolicy(num_inference_steps, default_mode=mode)
+    if policy is not None and num_inference_steps is not None:
+        raise ValueError("num_inference_steps: give either a policy or num_inference_steps "
+                         "(to build one), not both")
+    if num_inference_steps is not None:
+        # The built policy carries `mode` for its ordinary steps, so the processor lets it
+        # decide (mode=None) instead of overriding it.
+        policy = TimestepPolicy(num_inference_steps,
+                                default_mode=mode if mode is not None else "balanced")
+        mode = None
     proc = Int8AttnProcessor(mode=mode, policy=policy, fallback=fallback, route=route,
                              cache_text_kv=cache_text_kv)
     swapped = wrapped = 0
@@ -552,6 +583,12 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = "balanc
             wrapped += 1
     proc.stats["swapped_modules"] = swapped
     proc.stats["wrapped_modules"] = wrapped
+    if swapped + wrapped == 0:
+        # Most likely not a diffusers model/pipeline (or one without attention processors):
+        # the caller would otherwise see stock speed and no error.
+        warnings.warn(f"replace_attention_with_int8: found no attention module (a module with "
+                      f"set_processor() and .processor) in {type(pipe_or_module).__name__}; "
+                      "nothing was changed", UserWarning, stacklevel=2)
     try:
         setattr(pipe_or_module, "_int8attn_processor", proc)
     except (AttributeError, TypeError):  # pragma: no cover - frozen objects

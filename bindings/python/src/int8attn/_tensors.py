@@ -240,6 +240,11 @@ def as_view(x: Any, name: str, *, allow_copy: bool = True) -> View:
     ``numpy.asarray`` accepts when ``allow_copy``)."""
     if x is None:
         raise ValueError(f"{name}: expected an array or tensor, got None")
+    if isinstance(x, (list, tuple)):
+        # numpy would make float64 of it, which no backend takes: say what to pass instead.
+        raise TypeError(f"{name}: expected a numpy array or torch tensor, got a "
+                        f"{type(x).__name__}; pass numpy.asarray({name}, dtype=numpy.float32) "
+                        "or a torch tensor")
     if is_torch(x):
         return _from_torch(x, name)
     if is_numpy(x):

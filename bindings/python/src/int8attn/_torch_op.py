@@ -23,12 +23,14 @@ from . import _api
 
 _ORIGINAL_SDPA = F.scaled_dot_product_attention
 _attention_torch = _api.attention_torch
-_SCHEMA = ("attention(Tensor q, Tensor k, Tensor v, int mode=2, bool causal=False, "
+# mode 0 is INT8ATTN_MODE_DEFAULT: the policy's mode for the step when a policy is given, else
+# BALANCED; any other mode is used as given, also with a policy (the C API's rule).
+_SCHEMA = ("attention(Tensor q, Tensor k, Tensor v, int mode=0, bool causal=False, "
            "float sm_scale=0.0, str layout='HND', int policy=0, int timestep=-1, "
            "int k_granularity=0) -> Tensor")
 
 
-def _kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int = 2,
+def _kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int = 0,
             causal: bool = False, sm_scale: float = 0.0, layout: str = "HND", policy: int = 0,
             timestep: int = -1, k_granularity: int = 0) -> torch.Tensor:
     """The op's kernel: ``O`` of q, k, v in ``layout``; ``policy`` is a raw
@@ -40,11 +42,12 @@ def _kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int = 2,
     if o is None:  # not a case of the low-overhead path: the general one
         o = _api.attention(q, k, v, mode=mode, causal=causal, sm_scale=sm_scale or None,
                            layout=layout, policy=policy or None,
-                           timestep=timestep if policy else None, k_granularity=kg)
+                           timestep=timestep if policy else None, k_granularity=kg,
+                           _warn_override=False)  # the op's documented rule, no warning
     return o
 
 
-def _fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int = 2,
+def _fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int = 0,
           causal: bool = False, sm_scale: float = 0.0, layout: str = "HND", policy: int = 0,
           timestep: int = -1, k_granularity: int = 0) -> torch.Tensor:
     return torch.empty_like(q)

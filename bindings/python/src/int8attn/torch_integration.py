@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence, Union
 
 import torch
 
+from . import _lib
 from ._api import Mode, ModeLike, TimestepPolicy, parse_mode
 from ._processors import (Int8AttnProcessor, Int8SDPAProcessor, replace_attention_with_int8,
                           sdpa_int8, set_timestep, _compute_dtype)
@@ -42,6 +43,9 @@ def _call_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int, causa
 
 
 def _timestep_index(timestep: Any, num_timesteps: int) -> Optional[int]:
+    """The policy's step for a diffusion ``timestep`` in [0, num_timesteps]: ``num_timesteps``
+    itself maps to the last step (flow-matching schedulers start at t = 1000·σ with σ = 1);
+    anything further out is an error rather than silently the first or last step."""
     if timestep is None:
         return None
     if isinstance(timestep, torch.Tensor):
@@ -49,7 +53,13 @@ def _timestep_index(timestep: Any, num_timesteps: int) -> Optional[int]:
         if timestep is None:
             return None
     t = int(timestep)
-    return min(max(t, 0), num_timesteps - 1)
+    if not 0 <= t <= num_timesteps:
+        raise ValueError(
+            f"timestep: {timestep} is outside [0, {num_timesteps}] (this module's "
+            f"num_timesteps={num_timesteps}); build Int8Attention(num_timesteps=...) over the "
+            "range the scheduler's timesteps take (1000 for diffusers' schedulers), or pass "
+            "timestep=None to run `mode` without the policy")
+    return min(t, num_timesteps - 1)
 
 
 # ---- the module -----------------------------------------------------------------------------
@@ -58,7 +68,8 @@ class Int8Attention(torch.nn.Module):
 
     Args:
         num_heads: Number of query heads (checked against the inputs).
-        head_dim: Head dimension D (a multiple of 8 in [8, 256]).
+        head_dim: Head dimension D (a multiple of 8 in [8, 256]; anything else raises
+            ValueError here, not at the first call).
         num_timesteps: Number of diffusion timesteps the ``timestep`` argument ranges over.
         use_adaptive_scaling: Build a :class:`~int8attn.TimestepPolicy` over ``num_timesteps``:
             the first/last ``num_edge_steps`` timesteps run EXACT, the others ``mode``, with
@@ -83,6 +94,16 @@ class Int8Attention(torch.nn.Module):
                  num_edge_steps: int = 1, block_q: Optional[int] = None,
                  block_k: Optional[int] = None) -> None:
         super().__init__()
+        # Checked here, once, rather than as a library error on the first forward call.
+        if int(num_heads) < 1:
+            raise ValueError(f"num_heads: expected a positive number of heads, got {num_heads}")
+        if not (int(head_dim) % 8 == 0 and 8 <= int(head_dim) <= _lib.MAX_HEAD_DIM):
+            raise ValueError(f"head_dim: {head_dim} is not supported; int8attn takes multiples "
+                             f"of 8 in [8, {_lib.MAX_HEAD_DIM}] (pad the heads to the next one)")
+        if int(num_timesteps) < 1:
+            raise ValueError(f"num_timesteps: expected at least 1, got {num_timesteps}")
+        if str(layout).upper() not in ("HND", "NHD"):
+            raise ValueError(f"layout: expected 'HND' or 'NHD', got {layout!r}")
         self.num_heads = int(num_heads)
         self.head_dim = int(head_dim)
         self.num_timesteps = int(num_timesteps)
@@ -119,7 +140,9 @@ class Int8Attention(torch.nn.Module):
             K: Keys [B, Hkv, Nk, D].
             V: Values [B, Hkv, Nk, D].
             timestep: Current diffusion timestep in [0, num_timesteps) (with adaptive scaling,
-                selects mode and scale multiplier); None = ``mode`` for every call.
+                selects mode and scale multiplier; ``num_timesteps`` itself counts as the last
+                step, anything outside [0, num_timesteps] raises ValueError); None = ``mode``
+                for every call.
 
         Returns:
             The output, same shape and dtype as Q.
