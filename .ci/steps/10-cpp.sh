@@ -21,13 +21,17 @@ bash scripts/check_wgmma_pipeline.sh
 export CMAKE_ARGS="${CMAKE_ARGS:-} -DINT8ATTN_WARNINGS_AS_ERRORS=ON"
 INT8ATTN_CUDA_ARCHS=90a bash scripts/test.sh
 
-# The README's other command, the main job (same build; CPU backend here): it must run and
-# print one result line per precision mode.
+# The README's other command, the main job (same build; CPU backend here): it must run, print
+# one result line per precision mode and the legend of the accuracy-bar column, and exit 0
+# (a result outside the bar exits 3 and fails this step).
 demo_out=$(INT8ATTN_CUDA_ARCHS=90a bash scripts/demo.sh --mode all --repeats 3 2>&1)
 echo "$demo_out" | tail -n 8
 for mode in EXACT BALANCED FAST; do
-  echo "$demo_out" | grep -qE "^(cpu|cuda) +$mode " || { echo "demo.sh printed no $mode line"; exit 1; }
+  echo "$demo_out" | grep -qE "^(cpu|cuda) +$mode .* ok$" \
+    || { echo "demo.sh printed no $mode line within the bar"; exit 1; }
 done
+echo "$demo_out" | grep -q "^bar: ok = within the accuracy bar" \
+  || { echo "demo.sh printed no legend of the bar column"; exit 1; }
 
 build=${BUILD_DIR:-$PWD/build}
 work=$(mktemp -d)

@@ -1,7 +1,7 @@
 // int8attn: the command-line tool (the README's main job).
 //   int8attn info   what this build and machine offer
 //   int8attn run    attention on a named or custom shape: accuracy vs float64, time, TOPS
-// Exit codes: 0 success, 1 runtime error, 2 bad arguments.
+// Exit codes: 0 success, 1 runtime error, 2 bad arguments, 3 a result missed the accuracy bar.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -12,25 +12,22 @@
 int main(int argc, char** argv) {
   using namespace cli;
   try {
-    if (argc < 2) throw UsageError("missing command");
-    const std::string cmd = argv[1];
-    if (cmd == "help" || cmd == "--help" || cmd == "-h") {
-      std::fputs(usage_text(), stdout);
-      return 0;
+    if (argc < 2) {  // no command at all: the full usage is the answer
+      std::fprintf(stderr, "%s", usage_text().c_str());
+      return 2;
     }
-    if (cmd == "--version" || cmd == "version") return cmd_info();
-    if (cmd == "info") {
-      if (argc > 2) throw UsageError(std::string("info: unexpected argument '") + argv[2] + "'");
-      return cmd_info();
+    const std::string first = argv[1];
+    if (first == "--version") return cmd_info();
+    const CommandLine cl = parse_command_line(argc, argv);
+    switch (cl.command) {
+      case Command::Help: std::fputs(usage_text().c_str(), stdout); return 0;
+      case Command::Info: return cmd_info();
+      case Command::Run: return cl.run.list ? cmd_list() : cmd_run(cl.run);
     }
-    if (cmd == "run") {
-      RunOptions o = parse_run_options(argc, argv, 2);
-      if (o.list) return cmd_list();
-      return cmd_run(o);
-    }
-    throw UsageError("unknown command '" + cmd + "'");
+    return 0;
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "int8attn: %s\n\n%s", e.what(), usage_text());
+    // One line that names the argument, not the whole help burying it.
+    std::fprintf(stderr, "int8attn: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "int8attn: error: %s\n", e.what());

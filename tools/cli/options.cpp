@@ -1,46 +1,23 @@
 #include "options.h"
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
 
 #include "int8attn.h"
 
 namespace cli {
+namespace {
 
-const char* usage_text() {
-  return "usage: int8attn <command> [options]\n"
-         "\n"
-         "commands:\n"
-         "  info                     version, ABI, features, GPU archs compiled in, devices\n"
-         "  run [SHAPE] [options]    attention on a named or custom shape: accuracy against a\n"
-         "                           float64 reference, median time and TOPS, one line per mode\n"
-         "  help                     this text\n"
-         "\n"
-         "run options:\n"
-         "  --shape NAME             named shape (also accepted as the first argument); see "
-         "--list\n"
-         "  --list                   list the named shapes\n"
-         "  --b N --h N --hkv N --nq N --nk N --d N\n"
-         "                           custom dims (override the shape's; --h sets Hq and Hkv)\n"
-         "  --decode                 attention against a K/V cache (BALANCED/FAST) as in decode\n"
-         "  --mode exact|balanced|fast|all      (default all)\n"
-         "  --dtype fp16|bf16|fp32   (default fp16 on CUDA, fp32 on the CPU; fp32 is CPU-only)\n"
-         "  --device auto|cpu|cuda   (default auto: CUDA if compiled in and a device exists)\n"
-         "  --causal                 causal mask (bottom-right aligned)\n"
-         "  --balance-channels       set INT8ATTN_FLAG_BALANCE_CHANNELS (outlier channels)\n"
-         "  --inputs gaussian|outliers|bias|peaky   input family (default gaussian)\n"
-         "  --layout hnd|nhd         memory layout of Q, K, V, O (default hnd)\n"
-         "  --repeats N              timed runs (median reported; default 3 CPU, 20 CUDA)\n"
-         "  --warmup N               untimed runs first (default 1 CPU, 5 CUDA)\n"
-         "  --threads N              CPU worker threads (default: all)\n"
-         "  --ref-rows N             float64 reference on N sampled query rows (default: all\n"
-         "                           rows for small problems, else 128 rows from 4 heads)\n"
-         "  --seed N                 input seed (default 1234)\n"
-         "  --json FILE              also write the results as JSON\n"
-         "  --quiet                  no progress on stderr\n"
-         "\n"
-         "default: `int8attn run` = 1x8x1024x64 on the CPU, flux_1024px on a GPU.\n"
+constexpr int64_t kMaxDim = 0x7fffffff;
+
+const char* footer_text() {
+  return "default: `int8attn run` = 1x8x1024x64 on the CPU, flux_1024px on a GPU.\n"
+         "the `bar` column: ok = within the accuracy bar of shared/BENCHMARKS.md for the mode\n"
+         "and input family; FAIL = outside it (exit status 3). Exit status 1: runtime error,\n"
+         "2: bad arguments.\n"
          "examples:\n"
          "  int8attn run\n"
          "  int8attn run sd3_cfg --mode fast --inputs outliers\n"
@@ -48,128 +25,136 @@ const char* usage_text() {
          "  int8attn run decode_b8_nk32k --json decode.json\n";
 }
 
-namespace {
+// The string values of `run`'s options before they are resolved into RunOptions (CLI11 checks
+// them against their lists, so its message names the option, the value and the choices).
+struct RunText {
+  std::string shape, mode = "all", dtype, device = "auto", layout = "hnd";
+  int64_t n = 0;
+};
 
-int64_t parse_int(const std::string& opt, const char* text, int64_t lo, int64_t hi) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
-    throw UsageError(opt + ": expected an integer in [" + std::to_string(lo) + ", " +
-                     std::to_string(hi) + "], got '" + text + "'");
+// One CLI11 application for the whole tool; `run` writes into *o and *t.
+std::unique_ptr<CLI::App> make_app(RunOptions* o, RunText* t) {
+  auto app = std::make_unique<CLI::App>(
+      "int8attn: attention with INT8-quantized Q·Kᵀ; accuracy against a float64 reference, "
+      "time and TOPS",
+      "int8attn");
+  app->require_subcommand(1, 1);
+  app->add_subcommand("info", "version, ABI, features, GPU archs compiled in, devices");
+  app->add_subcommand("help", "this text");
+  app->add_subcommand("version", "the same as info")->group("");
+  CLI::App* run = app->add_subcommand(
+      "run",
+      "attention on a named or custom shape: accuracy against a float64 reference, median time "
+      "and TOPS, one line per mode");
+  run->footer(footer_text());
+  run->add_option("shape,--shape", t->shape,
+                  "named shape (see --list); parametric: square_<N>_d<D>, decode_b<B>_nk<N>");
+  run->add_flag("--list", o->list, "list the named shapes");
+  const auto dim = CLI::Range(int64_t(1), kMaxDim);
+  run->add_option("--b", o->b, "batch (overrides the shape's)")->check(dim);
+  run->add_option("--h", o->h, "query heads, and K/V heads unless --hkv")->check(dim);
+  run->add_option("--hkv", o->hkv, "K/V heads")->check(dim);
+  run->add_option("--nq", o->nq, "query tokens")->check(dim);
+  run->add_option("--nk", o->nk, "keys")->check(dim);
+  run->add_option("--n", t->n, "query tokens and keys")->check(dim);
+  run->add_option("--d", o->d, "head dim")->check(CLI::Range(int64_t(1), int64_t(4096)));
+  run->add_flag("--decode", o->decode,
+                "attention against a K/V cache (BALANCED/FAST), as in decode");
+  run->add_option("--mode", t->mode, "precision modes to run (default all)")
+      ->check(CLI::IsMember({"exact", "balanced", "fast", "all"}));
+  run->add_option(
+         "--dtype", t->dtype,
+         "input and output dtype (default fp16 on CUDA, fp32 on the CPU; fp32 is CPU-only)")
+      ->check(CLI::IsMember({"fp16", "f16", "bf16", "fp32", "f32"}));
+  run->add_option("--device", t->device,
+                  "backend (default auto: CUDA if compiled in and a device exists; gpu = cuda)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "gpu"}));
+  run->add_flag("--causal", o->causal, "causal mask (bottom-right aligned)");
+  run->add_flag("--balance-channels", o->balance_channels,
+                "set INT8ATTN_FLAG_BALANCE_CHANNELS (outlier channels)");
+  run->add_option("--inputs", o->inputs, "input family (default gaussian)")
+      ->check(CLI::IsMember({"gaussian", "outliers", "bias", "peaky"}));
+  run->add_option("--layout", t->layout, "memory layout of Q, K, V, O (default hnd)")
+      ->check(CLI::IsMember({"hnd", "nhd"}));
+  run->add_option("--repeats", o->repeats, "timed runs (median reported; default 3 CPU, 20 CUDA)")
+      ->check(CLI::Range(1, 100000));
+  run->add_option("--warmup", o->warmup, "untimed runs first (default 1 CPU, 5 CUDA)")
+      ->check(CLI::Range(0, 100000));
+  run->add_option("--threads", o->threads, "CPU worker threads (default: all)")
+      ->check(CLI::Range(0, 4096));
+  run->add_option("--ref-rows", o->ref_rows,
+                  "float64 reference on N sampled query rows (default: all rows for small "
+                  "problems, else 128 rows from 4 heads)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  run->add_option("--seed", o->seed, "input seed (default 1234)")
+      ->check(CLI::Range(uint64_t(0), uint64_t(INT64_MAX)));
+  run->add_option("--json", o->json, "also write the results as JSON to this file");
+  run->add_flag("-q,--quiet", o->quiet, "no progress on stderr");
+  return app;
+}
+
+// The modes and the named shape of `run`, once CLI11 has checked the values.
+void resolve(RunOptions* o, const RunText& t) {
+  if (t.n) o->nq = o->nk = t.n;
+  if (t.mode == "all")
+    o->modes = {INT8ATTN_MODE_EXACT, INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST};
+  else if (t.mode == "exact")
+    o->modes = {INT8ATTN_MODE_EXACT};
+  else if (t.mode == "balanced")
+    o->modes = {INT8ATTN_MODE_BALANCED};
+  else
+    o->modes = {INT8ATTN_MODE_FAST};
+  if (t.dtype == "fp16" || t.dtype == "f16")
+    o->dtype = INT8ATTN_DTYPE_F16;
+  else if (t.dtype == "bf16")
+    o->dtype = INT8ATTN_DTYPE_BF16;
+  else if (t.dtype == "fp32" || t.dtype == "f32")
+    o->dtype = INT8ATTN_DTYPE_F32;
+  o->device = t.device == "cpu"    ? DeviceChoice::Cpu
+              : t.device == "auto" ? DeviceChoice::Auto
+                                   : DeviceChoice::Cuda;
+  o->nhd = t.layout == "nhd";
+  if (!t.shape.empty()) {
+    if (!find_shape(t.shape, &o->shape))
+      throw UsageError("shape: unknown shape '" + t.shape + "'; `int8attn run --list` lists them");
+    o->shape_given = true;
   }
-  return v;
 }
 
 }  // namespace
 
-RunOptions parse_run_options(int argc, char** argv, int first) {
+std::string usage_text() {
   RunOptions o;
-  std::string mode = "all", shape_name;
-  for (int i = first; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) throw UsageError(a + ": missing value");
-      return argv[++i];
-    };
-    const int64_t kMaxDim = 0x7fffffff;
-    if (a == "--shape") {
-      shape_name = value();
-    } else if (a == "--list") {
-      o.list = true;
-    } else if (a == "--b") {
-      o.b = parse_int(a, value(), 1, kMaxDim);
-    } else if (a == "--h") {
-      o.h = parse_int(a, value(), 1, kMaxDim);
-    } else if (a == "--hkv") {
-      o.hkv = parse_int(a, value(), 1, kMaxDim);
-    } else if (a == "--nq") {
-      o.nq = parse_int(a, value(), 1, kMaxDim);
-    } else if (a == "--nk") {
-      o.nk = parse_int(a, value(), 1, kMaxDim);
-    } else if (a == "--n") {
-      o.nq = o.nk = parse_int(a, value(), 1, kMaxDim);
-    } else if (a == "--d") {
-      o.d = parse_int(a, value(), 1, 4096);
-    } else if (a == "--decode") {
-      o.decode = true;
-    } else if (a == "--mode") {
-      mode = value();
-    } else if (a == "--dtype") {
-      const std::string t = value();
-      if (t == "fp16" || t == "f16")
-        o.dtype = INT8ATTN_DTYPE_F16;
-      else if (t == "bf16")
-        o.dtype = INT8ATTN_DTYPE_BF16;
-      else if (t == "fp32" || t == "f32")
-        o.dtype = INT8ATTN_DTYPE_F32;
-      else
-        throw UsageError("--dtype: expected fp16, bf16 or fp32, got '" + t + "'");
-    } else if (a == "--device") {
-      const std::string t = value();
-      if (t == "auto")
-        o.device = DeviceChoice::Auto;
-      else if (t == "cpu")
-        o.device = DeviceChoice::Cpu;
-      else if (t == "cuda" || t == "gpu")
-        o.device = DeviceChoice::Cuda;
-      else
-        throw UsageError("--device: expected auto, cpu or cuda, got '" + t + "'");
-    } else if (a == "--causal") {
-      o.causal = true;
-    } else if (a == "--balance-channels") {
-      o.balance_channels = true;
-    } else if (a == "--inputs") {
-      o.inputs = value();
-      if (o.inputs != "gaussian" && o.inputs != "outliers" && o.inputs != "bias" &&
-          o.inputs != "peaky")
-        throw UsageError("--inputs: expected gaussian, outliers, bias or peaky, got '" + o.inputs +
-                         "'");
-    } else if (a == "--layout") {
-      const std::string t = value();
-      if (t == "hnd")
-        o.nhd = false;
-      else if (t == "nhd")
-        o.nhd = true;
-      else
-        throw UsageError("--layout: expected hnd or nhd, got '" + t + "'");
-    } else if (a == "--repeats") {
-      o.repeats = static_cast<int>(parse_int(a, value(), 1, 100000));
-    } else if (a == "--warmup") {
-      o.warmup = static_cast<int>(parse_int(a, value(), 0, 100000));
-    } else if (a == "--threads") {
-      o.threads = static_cast<int>(parse_int(a, value(), 0, 4096));
-    } else if (a == "--ref-rows") {
-      o.ref_rows = parse_int(a, value(), 1, int64_t(1) << 40);
-    } else if (a == "--seed") {
-      o.seed = static_cast<uint64_t>(parse_int(a, value(), 0, INT64_MAX));
-    } else if (a == "--json") {
-      o.json = value();
-    } else if (a == "--quiet" || a == "-q") {
-      o.quiet = true;
-    } else if (!a.empty() && a[0] != '-' && shape_name.empty()) {
-      shape_name = a;
-    } else {
-      throw UsageError("unknown option '" + a + "'");
-    }
+  RunText t;
+  auto app = make_app(&o, &t);
+  return app->help() + "\n" + app->get_subcommand("run")->help();
+}
+
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine cl;
+  RunText t;
+  auto app = make_app(&cl.run, &t);
+  if (argc > 1 && argv[1][0] != '-') {  // CLI11 would say "A subcommand is required"
+    const std::string cmd = argv[1];
+    bool known = false;
+    for (const CLI::App* sub : app->get_subcommands({})) known = known || sub->get_name() == cmd;
+    if (!known) throw UsageError("unknown command '" + cmd + "'; commands: info, run, help");
   }
-  if (mode == "all") {
-    o.modes = {INT8ATTN_MODE_EXACT, INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST};
-  } else if (mode == "exact") {
-    o.modes = {INT8ATTN_MODE_EXACT};
-  } else if (mode == "balanced") {
-    o.modes = {INT8ATTN_MODE_BALANCED};
-  } else if (mode == "fast") {
-    o.modes = {INT8ATTN_MODE_FAST};
-  } else {
-    throw UsageError("--mode: expected exact, balanced, fast or all, got '" + mode + "'");
+  try {
+    app->parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return cl;  // --help anywhere: the full help
+  } catch (const CLI::ParseError& e) {
+    // CLI11's message names the option and the value ("--mode: nonsense not in {...}").
+    throw UsageError(std::string(e.what()) + " (see `int8attn help`)");
   }
-  if (!shape_name.empty()) {
-    if (!find_shape(shape_name, &o.shape))
-      throw UsageError("unknown shape '" + shape_name + "' (see int8attn run --list)");
-    o.shape_given = true;
+  if (app->got_subcommand("run")) {
+    cl.command = Command::Run;
+    resolve(&cl.run, t);
+  } else if (app->got_subcommand("info") || app->got_subcommand("version")) {
+    cl.command = Command::Info;
   }
-  return o;
+  return cl;
 }
 
 }  // namespace cli

@@ -1,4 +1,4 @@
-// Command-line options of `int8attn run`.
+// The command line of the tool: commands and the options of `int8attn run`.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@
 
 namespace cli {
 
-// Bad command-line arguments: main prints the message and the usage, exits 2.
+// Bad command-line arguments: main prints the message (one line naming the argument), exits 2.
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -40,9 +40,19 @@ struct RunOptions {
   bool decode = false;
 };
 
-// Parses argv[first..argc) of `int8attn run`. Throws UsageError.
-RunOptions parse_run_options(int argc, char** argv, int first);
+enum class Command { Info, Run, Help };
 
-const char* usage_text();
+struct CommandLine {
+  Command command = Command::Help;
+  RunOptions run;  // for Command::Run
+};
+
+// Parses the whole command line (CLI11): `info`, `run [SHAPE] [options]`, `help`. Throws
+// UsageError with one line naming the argument and the value that is wrong.
+CommandLine parse_command_line(int argc, char** argv);
+
+// The full help: commands, `run`'s options (generated from their definitions), examples, the
+// meaning of the bar column and the exit statuses.
+std::string usage_text();
 
 }  // namespace cli

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace cli {
@@ -35,6 +35,13 @@ void print_result(const Report& r, const Result& res) {
 }
 
 void print_footer(const Report& r) {
+  std::string bars;
+  for (const auto& x : r.results)
+    bars += (bars.empty() ? "" : "; ") + x.mode + " " + int8attn_ref::bar_text(x.bar);
+  std::printf(
+      "bar: ok = within the accuracy bar of shared/BENCHMARKS.md for %s inputs (%s); FAIL = "
+      "outside it or non-finite output, and int8attn exits with status 3\n",
+      r.inputs.c_str(), bars.c_str());
   const Result* exact = nullptr;
   for (const auto& x : r.results)
     if (x.mode == "EXACT") exact = &x;
@@ -45,62 +52,48 @@ void print_footer(const Report& r) {
   }
 }
 
-namespace {
-
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else {
-      o += c;
-    }
-  }
-  return o;
-}
-
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.9g", v);
-  return b;
-}
-
-}  // namespace
-
 void write_json(const Report& r, const std::string& path) {
-  std::ostringstream j;
+  // Ordered: the keys come out in the order a reader expects (shape, then results).
+  using json = nlohmann::ordered_json;
+  // Non-finite values (a failed time, a NaN metric) become null, as JSON has no NaN.
+  auto num = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
   const Shape& s = r.shape;
-  j << "{\n  \"version\": \"" << esc(r.version) << "\",\n  \"backend\": \"" << esc(r.backend)
-    << "\",\n  \"device\": \"" << esc(r.device) << "\",\n  \"shape\": {\"name\": \"" << esc(s.name)
-    << "\", \"B\": " << s.B << ", \"Hq\": " << s.Hq << ", \"Hkv\": " << s.Hkv
-    << ", \"Nq\": " << s.Nq << ", \"Nk\": " << s.Nk << ", \"D\": " << s.D
-    << ", \"decode\": " << (s.decode ? "true" : "false") << "},\n  \"dtype\": \"" << esc(r.dtype)
-    << "\",\n  \"layout\": \"" << esc(r.layout)
-    << "\",\n  \"causal\": " << (r.causal ? "true" : "false") << ",\n  \"flags\": \""
-    << esc(r.flags) << "\",\n  \"inputs\": \"" << esc(r.inputs) << "\",\n  \"reference\": \""
-    << esc(r.reference) << "\",\n  \"repeats\": " << r.repeats << ",\n  \"warmup\": " << r.warmup
-    << ",\n  \"threads\": " << r.threads << ",\n  \"results\": [";
-  for (size_t i = 0; i < r.results.size(); ++i) {
-    const Result& x = r.results[i];
-    j << (i ? "," : "") << "\n    {\"mode\": \"" << x.mode
-      << "\", \"via_cache\": " << (x.via_cache ? "true" : "false")
-      << ", \"cos\": " << num(x.metrics.cos) << ", \"rel_l1\": " << num(x.metrics.rel_l1)
-      << ", \"rmse\": " << num(x.metrics.rmse) << ", \"max_abs\": " << num(x.metrics.max_abs)
-      << ", \"nonfinite\": " << x.metrics.nonfinite << ", \"median_ms\": " << num(x.median_ms)
-      << ", \"min_ms\": " << num(x.min_ms) << ", \"tops\": " << num(x.tops);
-    if (s.decode) j << ", \"gbps\": " << num(x.gbps);
-    j << ", \"meets_bar\": " << (x.meets_bar ? "true" : "false") << "}";
+  json j;
+  j["version"] = r.version;
+  j["backend"] = r.backend;
+  j["device"] = r.device;
+  j["shape"] = {{"name", s.name}, {"B", s.B},   {"Hq", s.Hq}, {"Hkv", s.Hkv},
+                {"Nq", s.Nq},     {"Nk", s.Nk}, {"D", s.D},   {"decode", s.decode}};
+  j["dtype"] = r.dtype;
+  j["layout"] = r.layout;
+  j["causal"] = r.causal;
+  j["flags"] = r.flags;
+  j["inputs"] = r.inputs;
+  j["reference"] = r.reference;
+  j["repeats"] = r.repeats;
+  j["warmup"] = r.warmup;
+  j["threads"] = r.threads;
+  j["results"] = json::array();
+  for (const Result& x : r.results) {
+    json e = {{"mode", x.mode},
+              {"via_cache", x.via_cache},
+              {"cos", num(x.metrics.cos)},
+              {"rel_l1", num(x.metrics.rel_l1)},
+              {"rmse", num(x.metrics.rmse)},
+              {"max_abs", num(x.metrics.max_abs)},
+              {"nonfinite", x.metrics.nonfinite},
+              {"median_ms", num(x.median_ms)},
+              {"min_ms", num(x.min_ms)},
+              {"tops", num(x.tops)}};
+    if (s.decode) e["gbps"] = num(x.gbps);
+    e["bar_max_rel_l1"] = num(x.bar.max_rel_l1);
+    e["bar_min_cos"] = num(x.bar.min_cos);
+    e["meets_bar"] = x.meets_bar;
+    j["results"].push_back(std::move(e));
   }
-  j << "\n  ]\n}\n";
   std::ofstream f(path);
   if (!f) throw std::runtime_error("--json: cannot write " + path);
-  f << j.str();
+  f << j.dump(2) << "\n";
   if (!f) throw std::runtime_error("--json: error writing " + path);
 }
 

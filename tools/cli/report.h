@@ -14,7 +14,8 @@ struct Result {
   bool via_cache = false;
   int8attn_ref::Metrics metrics;
   double median_ms = 0, min_ms = 0, tops = 0, gbps = 0;
-  bool meets_bar = false;
+  int8attn_ref::Bar bar{0.0, 1.0};  // accuracy_bar() for this mode, input family and dtype
+  bool meets_bar = false;           // no non-finite output and within `bar`
 };
 
 struct Report {
@@ -27,6 +28,7 @@ struct Report {
 
 void print_header(const Report& r);
 void print_result(const Report& r, const Result& res);
+// The legend of the bar column (what ok/FAIL mean, with each mode's bar) and the time ratios.
 void print_footer(const Report& r);
 void write_json(const Report& r, const std::string& path);  // throws on I/O errors
 
