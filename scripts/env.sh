@@ -1,7 +1,9 @@
 # Sourced by the scripts in scripts/: common settings.
 #   BUILD_DIR            build directory (default: <repo>/build)
-#   INT8ATTN_CUDA_ARCHS  GPU architectures, e.g. "90a" or "80;89;90a" (default: CMake's)
-#   INT8ATTN_ENABLE_CUDA ON/OFF to force the CUDA backend on or off (default: on if nvcc exists)
+#   INT8ATTN_CUDA_ARCHS  GPU architectures, e.g. "90a", "80;89;90a" or "all" (default: those of
+#                        the GPUs present; setting it builds CUDA even without a GPU)
+#   INT8ATTN_ENABLE_CUDA ON/OFF to force the CUDA backend on or off (default: on when nvcc and a
+#                        GPU are found; CMake prints what it builds and why)
 #   CMAKE_BUILD_TYPE     default Release
 #   CMAKE_ARGS           extra arguments for the configure step
 INT8ATTN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -1,0 +1,62 @@
+# int8attn_detect_gpu_archs(): which of int8attn's CUDA architectures the GPUs of this machine
+# need, from nvidia-smi. Used by cmake/cuda_backend.cmake; tested in script mode by
+# tests/cmake/detect_gpu_archs_test.cmake with a fake nvidia-smi.
+
+# The architectures (80, 89, 90a) of the GPUs nvidia-smi reports, into out_archs; a description
+# of what was found (or why nothing was) into out_desc.
+function(int8attn_detect_gpu_archs out_archs out_desc)
+  find_program(INT8ATTN_NVIDIA_SMI nvidia-smi)
+  mark_as_advanced(INT8ATTN_NVIDIA_SMI)
+  if(NOT INT8ATTN_NVIDIA_SMI)
+    set(${out_archs} "" PARENT_SCOPE)
+    set(${out_desc} "no GPU (nvidia-smi not found)" PARENT_SCOPE)
+    return()
+  endif()
+  execute_process(COMMAND ${INT8ATTN_NVIDIA_SMI} --query-gpu=name,compute_cap
+                          --format=csv,noheader
+                  OUTPUT_VARIABLE _out RESULT_VARIABLE _rc ERROR_QUIET
+                  OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 30)
+  if(NOT _rc EQUAL 0 OR _out STREQUAL "")
+    set(${out_archs} "" PARENT_SCOPE)
+    set(${out_desc} "no GPU (nvidia-smi reports none)" PARENT_SCOPE)
+    return()
+  endif()
+  string(REPLACE "\n" ";" _lines "${_out}")
+  set(_archs "")
+  set(_gpus "")
+  foreach(_line IN LISTS _lines)
+    if(NOT _line MATCHES "^(.*), *([0-9]+)\\.([0-9]+)$")
+      continue()
+    endif()
+    set(_name "${CMAKE_MATCH_1}")
+    set(_cc "${CMAKE_MATCH_2}.${CMAKE_MATCH_3}")
+    # sm_90a code runs only on 9.0, sm_89 on 8.9, sm_80 on every 8.x (8.0, 8.6, 8.7).
+    if(_cc STREQUAL "9.0")
+      set(_arch 90a)
+    elseif(_cc STREQUAL "8.9")
+      set(_arch 89)
+    elseif(CMAKE_MATCH_2 EQUAL 8)
+      set(_arch 80)
+    else()
+      set(_arch "")
+    endif()
+    if(_arch)
+      list(APPEND _archs ${_arch})
+      list(APPEND _gpus "${_name} (${_cc} -> ${_arch})")
+    else()
+      list(APPEND _gpus "${_name} (${_cc}: no int8attn kernels, needs 8.x or 9.0)")
+    endif()
+  endforeach()
+  # In the canonical order, once each.
+  set(_ordered "")
+  foreach(_a 80 89 90a)
+    if(_a IN_LIST _archs)
+      list(APPEND _ordered ${_a})
+    endif()
+  endforeach()
+  set(_archs ${_ordered})
+  list(REMOVE_DUPLICATES _gpus)
+  string(REPLACE ";" ", " _gpus "${_gpus}")
+  set(${out_archs} "${_archs}" PARENT_SCOPE)
+  set(${out_desc} "GPUs: ${_gpus}" PARENT_SCOPE)
+endfunction()
