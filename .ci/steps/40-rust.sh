@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Rust bindings (bindings/rust): build the C library (CPU only) in its own build dir, run
-# `cargo test --offline` (unit, integration and doc tests of int8attn-sys and int8attn) against it,
-# run the examples, check that src/bindings.rs is what bindgen generates from the header today,
-# check that int8attn-sys finds an installed library through INT8ATTN_DIR and pkg-config, and that
-# it fails with an actionable message when it finds none. No crates.io access is needed.
+# Rust bindings (bindings/rust): build the C library (CPU only, in build-ci-xlang, shared with
+# the C# and cross-language steps), run `cargo test --offline` (unit, integration and doc tests
+# of int8attn-sys and int8attn) against it, run the examples, check that src/bindings.rs is what
+# bindgen generates from the header today, check that int8attn-sys finds an installed library
+# through INT8ATTN_DIR and pkg-config, and that it fails with an actionable message when it finds
+# none. No crates.io access is needed.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$PWD"
@@ -20,7 +21,9 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 echo "$(cargo --version), $(rustc --version), $(bindgen --version)"
 
-build="${root}/build-ci-rust"
+# The CPU-only library build that 50-csharp.sh and 70-cross-language.sh use too (same options):
+# one build serves the three binding steps.
+build="${root}/build-ci-xlang"
 cmake -S . -B "$build" -G Ninja -DINT8ATTN_ENABLE_CUDA=OFF -DINT8ATTN_BUILD_TESTS=OFF \
   -DINT8ATTN_BUILD_TOOLS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C "$build" -j"${CMAKE_BUILD_PARALLEL_LEVEL:-2}" int8attn >/dev/null

@@ -13,7 +13,8 @@ if ! command -v mcs >/dev/null || ! command -v mono >/dev/null; then
 fi
 echo "mono: $(mono --version | head -1)"
 
-# The library, CPU only (shared with the cross-language step, which builds it the same way).
+# The library, CPU only: the build of 40-rust.sh, shared with the cross-language step (same
+# options, so this is a no-op after 40-rust.sh).
 build="${root}/build-ci-xlang"
 cmake -S . -B "$build" -G Ninja -DINT8ATTN_ENABLE_CUDA=OFF -DINT8ATTN_BUILD_TESTS=OFF \
   -DINT8ATTN_BUILD_TOOLS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -9,7 +9,7 @@ command -v doxygen >/dev/null || $SUDO apt-get install -y -qq --no-install-recom
 doxygen --version
 rm -rf build-docs
 log=$(mktemp)
-(cd docs && doxygen Doxyfile) 2>&1 | tee "$log"
+doxygen docs/Doxyfile 2>&1 | tee "$log"   # from the root, as the README says
 status=${PIPESTATUS[0]}
 if [ "$status" -ne 0 ] || grep -qiE "warning|error" "$log"; then
   echo "docs: doxygen reported warnings or errors (see above)"
