@@ -498,6 +498,40 @@ TEST_F(GpuAttention, ValidLengthsFarApartPerBatch) {
       }
 }
 
+// Problems whose quantization grid exceeds two CTAs per SM take the separate statistics,
+// finalize and quantization launches (the smaller ones above fold the finalize into the
+// quantization CTAs): padded head dims 64, 96 and 128, GQA, per-batch valid lengths (one batch's
+// keys end mid-tile), bf16 NHD, per-block K scales, the LSE, channel balancing's Q statistics.
+TEST_F(GpuAttention, LargeProblemsTakeTheSeparatePreparationLaunches) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
+    for (int64_t D : {40, 72, 128})
+      for (int variant = 0; variant < 2; ++variant) {
+        Case c;
+        c.mode = mode;
+        c.D = D;
+        c.B = 2;
+        c.Hq = 12;
+        c.Hkv = 6;
+        c.Nq = 256;
+        c.Nk = 2500;
+        c.k_lengths = {2500, 1201};
+        c.family = t::Family::ChannelBias;
+        c.seed = static_cast<uint64_t>(D * 7 + mode + variant);
+        if (variant == 1) {
+          c.dtype = INT8ATTN_DTYPE_BF16;
+          c.layout = t::Layout::NHD;
+          c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+          c.with_lse = true;
+        }
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + " large preparation grid" + (variant ? ", K per block" : ""));
+        if (c.with_lse) {
+          EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode));
+        }
+      }
+}
+
 // Per-block K scales with a key count that is a multiple of 64 but not of the wgmma kernel's
 // 128-key tile (150 keys -> 192 padded): the tile's second block lies past the keys. Its
 // scale was read from past the buffer, and whole outputs came out zero (found by the soak).
