@@ -8,18 +8,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 root="$PWD"
-if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+source .ci/lib/clang_tools.sh
 jobs="${CMAKE_BUILD_PARALLEL_LEVEL:-2}"
 start=$(date +%s)
 
-need=()
-command -v clang >/dev/null && command -v clang++ >/dev/null || need+=(clang)
-command -v cmake >/dev/null || need+=(cmake)
-command -v ninja >/dev/null || need+=(ninja-build)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing: ${need[*]}"
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+clang_tools_install
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,12 +21,7 @@ trap 'rm -rf "$work"' EXIT
 # -fsanitize=thread program does not link.
 printf '%s\n' '#include <thread>' 'int x;' \
   'int main() { std::thread t([] { x = 1; }); t.join(); return x - 1; }' > "$work/probe.cpp"
-if ! clang++ -fsanitize=thread "$work/probe.cpp" -o "$work/probe" 2>/dev/null; then
-  major=$(clang++ -dumpversion | cut -d. -f1)
-  echo "installing: libclang-rt-${major}-dev (ThreadSanitizer runtime)"
-  $SUDO apt-get install -y -qq --no-install-recommends "libclang-rt-${major}-dev" >/dev/null
-  clang++ -fsanitize=thread "$work/probe.cpp" -o "$work/probe"
-fi
+clang_runtime_ensure -fsanitize=thread "$work/probe.cpp" "$work/probe" "ThreadSanitizer runtime"
 # TSan of LLVM 14 cannot map its shadow memory under the larger address-space randomisation of
 # newer kernels (vm.mmap_rnd_bits > 28: "unexpected memory mapping" or a crash at start); run
 # without randomisation there (the personality is inherited by ctest's children).

@@ -8,19 +8,12 @@
 # executions, seconds, executions per second and coverage.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+source .ci/lib/clang_tools.sh
 
 RUNS="${INT8ATTN_FUZZ_RUNS:-1000000}"
 build="${INT8ATTN_FUZZ_BUILD_DIR:-$PWD/build-fuzz}"
 
-need=()
-command -v clang++ >/dev/null || need+=(clang)
-command -v cmake >/dev/null || need+=(cmake)
-command -v ninja >/dev/null || need+=(ninja-build)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing: ${need[*]}"
-  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+clang_tools_install
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -29,12 +22,7 @@ trap 'rm -rf "$work"' EXIT
 # -fsanitize=fuzzer program does not link.
 printf '%s\n' '#include <cstddef>' '#include <cstdint>' \
   'extern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }' > "$work/probe.cpp"
-if ! clang++ -fsanitize=fuzzer,address,undefined "$work/probe.cpp" -o "$work/probe" 2>/dev/null; then
-  major=$(clang++ -dumpversion | cut -d. -f1)
-  echo "installing: libclang-rt-${major}-dev (libFuzzer runtime)"
-  $SUDO apt-get install -y -qq --no-install-recommends "libclang-rt-${major}-dev" >/dev/null
-  clang++ -fsanitize=fuzzer,address,undefined "$work/probe.cpp" -o "$work/probe"
-fi
+clang_runtime_ensure -fsanitize=fuzzer,address,undefined "$work/probe.cpp" "$work/probe" "libFuzzer runtime"
 echo "$(clang++ --version | head -1)"
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
