@@ -55,13 +55,13 @@ cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
   // wave together (one launch fewer). Larger ones keep two launches, each sized for its own
   // occupancy (splitting one wave between them was slower at flux).
   if (nchunks > 0 && qchunks > 0 &&
-      nchunks + qchunks <= stats_ctas_per_sm(true, true) * sms / heads)
+      nchunks + qchunks <= stats_ctas_per_sm(p, true, true) * sms / heads)
     return launch_stats(p, kChunk, kChunk, stream, p.chain);
   // Otherwise K/V statistics in at most one wave of CTAs (a partial second wave of these short
   // CTAs costs as much as a full one: flux_1024px's 1.09 waves took 48 us), Q's in about four
   // CTAs per SM.
   const int kv_ranges =
-      std::min(nchunks, std::max(1, stats_ctas_per_sm(true, false) * sms / heads));
+      std::min(nchunks, std::max(1, stats_ctas_per_sm(p, true, false) * sms / heads));
   const int q_ranges = std::min(qchunks, std::max(1, (4 * sms + heads - 1) / heads));
   if (nchunks > 0)
     err = launch_stats(p, (nchunks + kv_ranges - 1) / kv_ranges * kChunk, 0, stream, p.chain);

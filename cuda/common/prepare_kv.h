@@ -83,8 +83,9 @@ bool q_stats_vectorizable(const KvPrepParams& p);
 // rows_per_cta (0: none), in one launch.
 cudaError_t launch_stats(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
                          cudaStream_t stream, bool early);
-// Resident CTAs per SM of the statistics kernel computing K/V and/or Q statistics.
-int stats_ctas_per_sm(bool kv, bool q);
+// Resident CTAs per SM of the statistics kernel computing K/V and/or Q statistics of p (two
+// where every load is a 16-byte vector, one on the strided paths).
+int stats_ctas_per_sm(const KvPrepParams& p, bool kv, bool q);
 // One CTA per 64-token tile and canonical head.
 cudaError_t launch_kv_quantize_tiles(const KvPrepParams& p, cudaStream_t stream, bool early);
 

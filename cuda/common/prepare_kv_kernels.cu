@@ -67,8 +67,15 @@ enum StatsParts { kKvStats = 1, kQStats = 2, kBothStats = 3 };
 // CTA x of head y takes K/V token range x when x < kv_ctas, else Q row range x - kv_ctas.
 // Both in one launch when they fit in one wave together (small problems: one launch fewer).
 // kKvVec / kQVec: the load path of K and V / of Q.
+// Two CTAs per SM where every load is a 16-byte vector (at most 128 registers, no spills; at
+// one CTA per SM, 176 registers, a single CTA's loads were all that was in flight); the
+// strided paths would spill there and keep one.
+template <int kParts, bool kKvVec, bool kQVec>
+constexpr int stats_min_ctas() {
+  return ((kParts & kKvStats) == 0 || kKvVec) && ((kParts & kQStats) == 0 || kQVec) ? 2 : 1;
+}
 template <typename T, int kParts, bool kKvVec, bool kQVec>
-__global__ void __launch_bounds__(kTileThreads)
+__global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kParts, kKvVec, kQVec>())
     stats_kernel(const KvPrepParams p, int kv_ctas, int tokens_per_cta, int rows_per_cta) {
   dev::chain_kernels();
   if constexpr (kParts == kKvStats) {
@@ -83,14 +90,14 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
-template <int kParts>
+template <int kParts, bool kVec>
 int stats_ctas_per_sm() {
   // Same registers and shared memory for both element types; a successful answer is kept
   // (a failed query only sizes this call's grid conservatively and is asked again next time).
   static std::atomic<int> cached{0};
   int n = cached.load(std::memory_order_relaxed);
   if (n > 0) return n;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, stats_kernel<__half, kParts, true, true>,
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, stats_kernel<__half, kParts, kVec, kVec>,
                                                     kTileThreads, 0) != cudaSuccess ||
       n <= 0) {
     (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
@@ -166,9 +173,14 @@ bool kv_prep_vectorizable(const KvPrepParams& p) {
          rows_vectorizable(p.v.data, p.v.stride, p.D);
 }
 
-int stats_ctas_per_sm(bool kv, bool q) {
-  return kv && q ? stats_ctas_per_sm<kBothStats>()
-                 : (q ? stats_ctas_per_sm<kQStats>() : stats_ctas_per_sm<kKvStats>());
+int stats_ctas_per_sm(const KvPrepParams& p, bool kv, bool q) {
+  const bool vec = (!kv || kv_prep_vectorizable(p)) && (!q || q_stats_vectorizable(p));
+  const int parts = (kv ? kKvStats : 0) | (q ? kQStats : 0);
+  if (parts == kBothStats)
+    return vec ? stats_ctas_per_sm<kBothStats, true>() : stats_ctas_per_sm<kBothStats, false>();
+  if (parts == kQStats)
+    return vec ? stats_ctas_per_sm<kQStats, true>() : stats_ctas_per_sm<kQStats, false>();
+  return vec ? stats_ctas_per_sm<kKvStats, true>() : stats_ctas_per_sm<kKvStats, false>();
 }
 
 cudaError_t launch_stats(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
