@@ -1,0 +1,191 @@
+// The consumers' main loop of the sm90a attention kernel: per 128-key tile, S = Q·Kᵀ with wgmma
+// s8 (Q and K in shared memory), the online softmax (wgmma_softmax.cuh), then O += P·V with
+// wgmma from registers (P as the A operand: the S accumulator layout is the A fragment layout,
+// FAST's V^T keys are permuted to match) and an "empty" arrive that hands the stage back to the
+// producer. Software-pipelined as in FlashAttention-3: tile n's Q·Kᵀ is issued together with
+// tile n-1's P·V, and tile n's softmax runs while that P·V executes.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm90/primitives.cuh"
+#include "cuda/sm90/wgmma_ops.cuh"
+#include "cuda/sm90/wgmma_softmax.cuh"
+#include "cuda/sm90/wgmma_traits.cuh"
+
+namespace int8attn {
+
+// The MMAs of one consumer warpgroup (64 rows) on one stage.
+template <class T>
+struct Sm90Mma {
+  // P of one tile as the A operand of P·V: FAST 4 k-steps of 32 keys (E4M3), BALANCED 8
+  // k-steps of 16 keys (fp16); 4 registers per step.
+  static constexpr int kPSteps = T::kFp8PV ? 4 : 8;
+  // Descriptors of the MMAs of one tile (warp-uniform values: ptxas keeps them in uniform
+  // registers, as wgmma needs; per-thread values would be moved there between the MMAs,
+  // which makes ptxas serialise them).
+  struct Descs {
+    uint64_t q[T::kKSteps], k[T::kKSteps];  // Q·Kᵀ: Q and K tiles per 32-byte k-step
+    uint64_t v[kPSteps];                    // P·V: V tile per k-step
+  };
+
+  // cwg: the consumer warpgroup (warp-uniform), whose Q rows start at cwg·64.
+  static __device__ __forceinline__ void descs_of(const Sm90Smem<T>& sm, int cwg, int n,
+                                                  Descs& d) {
+    const uint8_t* sK = sm.stage(n);
+    // Slab layouts (dev::SlabTile): rows of one slab are kSpan bytes apart, so 8-row groups
+    // are 8·kSpan apart; a k-step starts kstep_offset bytes into the tile (descriptor
+    // addresses count 16-byte units).
+    constexpr int kSpan = T::QTile::kSpan;
+    const uint64_t q0 = dev::smem_desc(sm.q + cwg * 64 * kSpan, 16, 8 * kSpan, kSpan);
+    const uint64_t k0 = dev::smem_desc(sK, 16, 8 * kSpan, kSpan);
+#pragma unroll
+    for (int kk = 0; kk < T::kKSteps; ++kk) {
+      d.q[kk] = q0 + T::QTile::kstep_offset(kk) / 16;
+      d.k[kk] = k0 + T::KTile::kstep_offset(kk) / 16;
+    }
+    if constexpr (T::kFp8PV) {
+      // V^T tile: DPAD rows of 128 keys, K-major; 32 keys per k-step.
+      const uint64_t v0 = dev::smem_desc(sK + T::kKBytes, 16, 1024, 128);
+#pragma unroll
+      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + 2 * i;
+    } else {
+      // V tile: channel blocks of [128 keys][kVSpan bytes] fp16 (N-major; 64 channels a block,
+      // or 32 where 64 do not divide the head dim), kSlabBytes apart (the descriptor's leading
+      // offset); a k-step of 16 keys advances 16 rows of kVSpan bytes.
+      constexpr int kVSpan = T::VTile::kSpan;
+      const uint64_t v0 = dev::smem_desc(sK + T::kKBytes, T::VTile::kSlabBytes, 8 * kVSpan, kVSpan);
+#pragma unroll
+      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + i * (16 * kVSpan / 16);
+    }
+  }
+
+  // S = Q·Kᵀ: 64 rows x 128 keys.
+  static __device__ __forceinline__ void issue_qk(const Descs& d, int (&si)[64]) {
+#pragma unroll
+    for (int kk = 0; kk < T::kKSteps; ++kk) {
+      if (kk == 0)
+        dev::WgmmaOps<128>::template s8_ss<false>(si, d.q[kk], d.k[kk]);
+      else
+        dev::WgmmaOps<128>::template s8_ss<true>(si, d.q[kk], d.k[kk]);
+    }
+  }
+
+  // O += P·V.
+  static __device__ __forceinline__ void issue_pv(const Descs& d,
+                                                  const uint32_t (&pa)[kPSteps][4],
+                                                  float (&o_flat)[T::kAccN / 2]) {
+#pragma unroll
+    for (int i = 0; i < kPSteps; ++i) {
+      if constexpr (T::kFp8PV)
+        dev::WgmmaOps<T::kAccN>::template e4m3_rs<true>(o_flat, pa[i], d.v[i]);
+      else
+        dev::WgmmaOps<T::kDpad>::template f16_rs<true>(o_flat, pa[i], d.v[i]);
+    }
+  }
+
+  // P as the A operand of P·V. Packed only once the previous P·V has completed: writing the
+  // registers of an in-flight wgmma's A operand would make ptxas serialise the MMAs.
+  static __device__ __forceinline__ void pack_p(const float (&s)[16][4],
+                                                uint32_t (&pa)[kPSteps][4]) {
+    if constexpr (T::kFp8PV) {
+      // 32-key group kk holds S columns {8(4kk+i) + 2t4 + e}; FAST's V^T layout stores them at
+      // the A fragment's positions (fp8_v_logical_position).
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        const int c0 = 4 * kk;
+        pa[kk][0] = dev::pack4_e4m3(s[c0][0], s[c0][1], s[c0 + 1][0], s[c0 + 1][1]);
+        pa[kk][1] = dev::pack4_e4m3(s[c0][2], s[c0][3], s[c0 + 1][2], s[c0 + 1][3]);
+        pa[kk][2] = dev::pack4_e4m3(s[c0 + 2][0], s[c0 + 2][1], s[c0 + 3][0], s[c0 + 3][1]);
+        pa[kk][3] = dev::pack4_e4m3(s[c0 + 2][2], s[c0 + 2][3], s[c0 + 3][2], s[c0 + 3][3]);
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        pa[ks][0] = dev::pack2<false>(s[2 * ks][0], s[2 * ks][1]);
+        pa[ks][1] = dev::pack2<false>(s[2 * ks][2], s[2 * ks][3]);
+        pa[ks][2] = dev::pack2<false>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+        pa[ks][3] = dev::pack2<false>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+      }
+    }
+  }
+};
+
+// Tiles t_begin .. t_begin + ntiles - 1 of the ring into O (and the softmax's row state).
+template <class T, bool KBLOCK>
+__device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg, int t_begin,
+                                                 int ntiles, Sm90Softmax<T, KBLOCK>& sfx,
+                                                 float (&o)[T::kAccTiles][4]) {
+  using M = Sm90Mma<T>;
+  // The tile's key scales are loaded between the MMA issue and the Q·Kᵀ wait where the
+  // registers allow it (T::kEarlyKeyScales), otherwise right before the softmax.
+  constexpr bool kEarly = T::kEarlyKeyScales && !KBLOCK;
+  if (ntiles <= 0) return;
+  float(&o_flat)[T::kAccN / 2] = reinterpret_cast<float(&)[T::kAccN / 2]>(o);
+  int si[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) si[i] = 0;
+  uint32_t pa[M::kPSteps][4];
+  float alpha[2];
+  // Every register a wgmma reads is pinned (wgmma_fence_regs) before the MMA section opens:
+  // an instruction defining one inside it would make ptxas serialise the wgmmas.
+  dev::wgmma_fence_regs(si);
+  dev::wgmma_fence_regs(o_flat);
+  typename M::Descs cur, prev;
+  M::descs_of(sm, cwg, 0, cur);
+  dev::mbar_wait(&sm.full[0], 0);
+  dev::wgmma_fence();
+  M::issue_qk(cur, si);
+  dev::wgmma_commit();
+  if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
+  dev::wgmma_wait<0>();
+  dev::wgmma_fence_regs(si);
+  float p_tile[16][4];
+  if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
+  sfx.step(t_begin, si, alpha, p_tile);
+  M::pack_p(p_tile, pa);
+  dev::wgmma_fence_regs(pa);
+  for (int n = 1; n < ntiles; ++n) {
+    prev = cur;
+    M::descs_of(sm, cwg, n, cur);
+    dev::mbar_wait(&sm.full[n % T::kStages], (n / T::kStages) & 1);
+    dev::wgmma_fence();
+    M::issue_qk(cur, si);
+    dev::wgmma_commit();
+    M::issue_pv(prev, pa, o_flat);
+    dev::wgmma_commit();
+    if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(n));
+    dev::wgmma_wait<1>();  // Q·Kᵀ of tile n done; P·V of tile n-1 still running
+    // Registers an in-flight wgmma reads stay live until its wait (pinned after it), so the
+    // compiler cannot hand them to the softmax meanwhile.
+    dev::wgmma_fence_regs(si);
+    if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(n));
+    sfx.step(t_begin + n, si, alpha, p_tile);
+    dev::wgmma_wait<0>();
+    dev::wgmma_fence_regs(o_flat);
+    // Every thread arrives after its own ld.shared of the stage's key scales: a lane-0 arrive
+    // would order only lane 0's reads before the producer's refill (tests/gpu/sanitizer).
+    dev::mbar_arrive(&sm.empty[(n - 1) % T::kStages]);
+    if constexpr (T::kOnesColumn) sfx.drain_row_sums(o, alpha);
+    // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
+    // keeps the branch warp-uniform.
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int dn = 0; dn < T::kDTiles; ++dn)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[dn][e] *= alpha[e >> 1];
+    }
+    M::pack_p(p_tile, pa);
+    dev::wgmma_fence_regs(o_flat);
+    dev::wgmma_fence_regs(pa);
+  }
+  dev::wgmma_fence();
+  M::issue_pv(cur, pa, o_flat);
+  dev::wgmma_commit();
+  dev::wgmma_wait<0>();
+  dev::wgmma_fence_regs(o_flat);
+  dev::mbar_arrive(&sm.empty[(ntiles - 1) % T::kStages]);
+  if constexpr (T::kOnesColumn) sfx.drain_row_sums(o, {1.f, 1.f});
+}
+
+}  // namespace int8attn

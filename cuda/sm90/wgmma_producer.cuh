@@ -1,0 +1,46 @@
+// The producer of the sm90a attention kernel: one thread streams the CTA's 128-key tiles of K
+// (INT8), V (FAST: E4M3 V^T; BALANCED: fp16 V) and the per-key K scales into the ring of
+// shared-memory stages with TMA, each stage's "full" mbarrier counting the bytes in, and
+// refills a stage once its "empty" mbarrier says every consumer thread has read it.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm90/primitives.cuh"
+#include "cuda/sm90/wgmma_traits.cuh"
+
+namespace int8attn {
+
+template <class T>
+__device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_t kv_head,
+                                                 const Sm90Smem<T>& sm, int t_begin, int t_end) {
+  const AttnKernelParams& p = P.a;
+  const uint8_t* gKs = reinterpret_cast<const uint8_t*>(p.k_scale + kv_head * p.nk_pad);
+  for (int t = t_begin, n = 0; t < t_end; ++t, ++n) {
+    const int st = n % T::kStages;
+    if (n >= T::kStages) dev::mbar_wait(&sm.empty[st], ((n / T::kStages) - 1) & 1);
+    uint8_t* sK = sm.stages + st * T::kStageBytes;
+    uint8_t* sV = sK + T::kKBytes;
+    uint8_t* sKs = sV + T::kVBytes + T::kOnesBytes;
+    const int key0 = t * kSm90BlockN;
+    const uint32_t ks_bytes =
+        static_cast<uint32_t>(p.nk_pad - key0 < kSm90BlockN ? p.nk_pad - key0 : kSm90BlockN) * 4u;
+    dev::mbar_arrive_expect_tx(&sm.full[st], T::kKBytes + T::kVBytes + ks_bytes);
+    const int head = static_cast<int>(kv_head);
+#pragma unroll
+    for (int sl = 0; sl < T::KTile::kSlabs; ++sl)
+      dev::tma_load_3d(sK + sl * T::KTile::kSlabBytes, &P.k_map, &sm.full[st],
+                       sl * T::KTile::kSpan, key0, head);
+    if constexpr (T::kFp8PV) {
+      dev::tma_load_3d(sV, &P.v_map, &sm.full[st], key0, 0, head);
+    } else {
+#pragma unroll
+      for (int cb = 0; cb < T::VTile::kSlabs; ++cb)
+        dev::tma_load_3d(sV + cb * T::VTile::kSlabBytes, &P.v_map, &sm.full[st],
+                         cb * T::VTile::kSpan / 2, key0, head);
+    }
+    dev::bulk_load(sKs, gKs + static_cast<int64_t>(key0) * 4, ks_bytes, &sm.full[st]);
+  }
+}
+
+}  // namespace int8attn

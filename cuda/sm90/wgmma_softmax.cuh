@@ -1,0 +1,183 @@
+// Online softmax of the sm90a attention kernel, per consumer thread: its two rows (r and r+8 of
+// its warp's 16) and 32 of a tile's 128 keys, in the Q·Kᵀ accumulator layout of wgmma (which is
+// the mma.sync one per warp). Log2 domain, as in attention_mma_kernel.cuh (same empty-row
+// convention). Scores are kept as dot·k_scale; the row's q_scale (> 0, with sm_scale·log2 e
+// folded in) is applied to the row maximum and inside the exponent's FFMA, one multiply fewer
+// per score.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+
+#include "cuda/sm90/primitives.cuh"
+#include "cuda/sm90/wgmma_traits.cuh"
+
+namespace int8attn {
+
+// KBLOCK: K scales per 64 keys (INT8ATTN_GRANULARITY_PER_BLOCK; the two halves of a 128-key
+// tile), which takes the key scale out of the per-score work.
+template <class T, bool KBLOCK>
+struct Sm90Softmax {
+  // FAST: P = 2^(s − m + log2 448), so the largest P of a row is E4M3's largest value.
+  static constexpr float kPOffset = T::kFp8PV ? 8.807354922057604f : 0.f;
+
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_run[2] = {0.f, 0.f};
+  float q_scale_row[2];
+  RowInfo rows[2];
+  int min_hi;  // the smallest key bound of the CTA's rows: tiles below it need no masking
+  int t4;      // lane % 4: which column pairs of each 8-key group the thread holds
+  // The tile's key scales of this thread's 32 columns; KBLOCK: the two blocks' scales (columns
+  // 0-63 and 64-127; every key holds its block's).
+  float2 ksr[KBLOCK ? 1 : 16];
+
+  __device__ __forceinline__ void load_key_scales(const float* sKs) {
+    if constexpr (KBLOCK) {
+      ksr[0] = make_float2(sKs[0], sKs[kSm90BlockN / 2]);
+    } else {
+#pragma unroll
+      for (int c = 0; c < 16; ++c) ksr[c] = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
+    }
+  }
+
+  // Tile t from the integer scores si: updates m_run / l_run (l_run only without the ones
+  // column), returns O's rescale factor per row in alpha and P (fp32) in s.
+  // KBLOCK keeps the scores as x = 1.5·2^23 + dot (exact, monotone in dot: one instruction a
+  // score); each block's scale joins the row's q_scale in the exponent's FFMA and is applied
+  // to the block maxima only: 4.5 instructions a score instead of 6-7.5.
+  __device__ __forceinline__ void step(int t, const int (&si)[64], float (&alpha)[2],
+                                       float (&s)[16][4]) {
+    scores(si, s);
+    if ((t + 1) * kSm90BlockN > min_hi) mask(t, s);  // some row does not see every key
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      const float qs = q_scale_row[rh];
+      const float mx = fmaxf(m_run[rh], row_max(s, rh) * qs);
+      const float ref = (mx == -INFINITY) ? 0.f : mx;
+      alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
+      m_run[rh] = mx;
+      exponentials(s, rh, qs, ref - kPOffset);
+      if constexpr (!T::kOnesColumn) {
+        float sum4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int c = 0; c < 16; ++c) sum4[c & 3] += s[c][2 * rh] + s[c][2 * rh + 1];
+        l_run[rh] = l_run[rh] * alpha[rh] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
+      }
+    }
+  }
+
+  // FAST's row sums, out of the P·V accumulator's column DPAD into l_run after each tile's P·V
+  // (then rescaled like O): the FP8 MMAs add into their accumulator with a truncating, reduced
+  // precision, and P is all positive, so left there the error grows with the tiles a CTA walks
+  // (rel-L1 0.26 at 16K keys); one tile's sum is exact enough. Only lanes t4 == 0 hold column
+  // DPAD; the others add zeros.
+  __device__ __forceinline__ void drain_row_sums(float (&o)[T::kAccTiles][4],
+                                                 const float (&scale)[2]) {
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
+      l_run[rh] = (l_run[rh] + o[T::kDTiles][2 * rh]) * scale[rh];
+      o[T::kDTiles][2 * rh] = 0.f;
+    }
+  }
+
+  // The whole row's sum in every lane of its quad.
+  __device__ __forceinline__ void finish_row_sums(int lane) {
+    if constexpr (T::kOnesColumn) {
+      // The row sums drained from column DPAD sit in lane t4 == 0 of each quad.
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) l_run[rh] = __shfl_sync(0xffffffffu, l_run[rh], lane & ~3);
+    } else {
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) {
+        l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
+        l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
+      }
+    }
+  }
+
+ private:
+  __device__ __forceinline__ void scores(const int (&si)[64], float (&s)[16][4]) const {
+#pragma unroll
+    for (int c = 0; c < 16; ++c) {
+      if constexpr (KBLOCK) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[c][e] = dev::biased_int_as_float(si[4 * c + e]);
+      } else {
+        // dot·ks in two instructions: x = 1.5·2^23 + dot exactly, and
+        // x·ks − 1.5·2^23·ks is dot·ks up to the rounding of the constant (shared by the key's
+        // two rows): under one unit of the integer dot product.
+        const float2 ks = ksr[c];
+        const float c0 = -dev::kIntFloatBias * ks.x, c1 = -dev::kIntFloatBias * ks.y;
+        s[c][0] = fmaf(dev::biased_int_as_float(si[4 * c + 0]), ks.x, c0);
+        s[c][1] = fmaf(dev::biased_int_as_float(si[4 * c + 1]), ks.y, c1);
+        s[c][2] = fmaf(dev::biased_int_as_float(si[4 * c + 2]), ks.x, c0);
+        s[c][3] = fmaf(dev::biased_int_as_float(si[4 * c + 3]), ks.y, c1);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void mask(int t, float (&s)[16][4]) const {
+    const int j0 = t * kSm90BlockN;
+#pragma unroll
+    for (int c = 0; c < 16; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (j0 + c * 8 + 2 * t4 + (e & 1) >= rows[e >> 1].hi) s[c][e] = -INFINITY;
+  }
+
+  // The maximum of row half rh over the tile (scaled by the key scales, not yet by q_scale),
+  // over the quad. Four independent partial maxima: short dependency chains for a warp that
+  // has no other warp on its scheduler to hide latency behind.
+  __device__ __forceinline__ float row_max(const float (&s)[16][4], int rh) const {
+    float mx;
+    if constexpr (KBLOCK) {  // per block (c < 8, c >= 8), two partials each, then scaled
+      float mb[2][2];
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        mb[b][0] = fmaxf(s[8 * b][2 * rh], s[8 * b][2 * rh + 1]);
+        mb[b][1] = fmaxf(s[8 * b + 1][2 * rh], s[8 * b + 1][2 * rh + 1]);
+#pragma unroll
+        for (int c = 8 * b + 2; c < 8 * b + 8; ++c)
+          mb[b][c & 1] = fmaxf(mb[b][c & 1], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
+      }
+      // -inf (a masked block) stays -inf: (−inf − bias)·ks.
+      mx = fmaxf((fmaxf(mb[0][0], mb[0][1]) - dev::kIntFloatBias) * ksr[0].x,
+                 (fmaxf(mb[1][0], mb[1][1]) - dev::kIntFloatBias) * ksr[0].y);
+    } else {
+      float mx4[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) mx4[i] = fmaxf(s[i][2 * rh], s[i][2 * rh + 1]);
+#pragma unroll
+      for (int c = 4; c < 16; ++c)
+        mx4[c & 3] = fmaxf(mx4[c & 3], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
+      mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  }
+
+  // P = 2^(s·qs − sub) of row half rh, in place.
+  __device__ __forceinline__ void exponentials(float (&s)[16][4], int rh, float qs,
+                                               float sub) const {
+    if constexpr (KBLOCK) {
+      // 2^(dot·ks·qs − sub) = 2^(x·a + b), a = ks·qs, b = −1.5·2^23·a − sub (its rounding:
+      // under one unit of the integer dot product, as for per-key scales).
+      const float a[2] = {ksr[0].x * qs, ksr[0].y * qs};
+      const float bb[2] = {fmaf(-dev::kIntFloatBias, a[0], -sub),
+                           fmaf(-dev::kIntFloatBias, a[1], -sub)};
+#pragma unroll
+      for (int c = 0; c < 16; ++c) {
+        s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], a[c >> 3], bb[c >> 3]));
+        s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], a[c >> 3], bb[c >> 3]));
+      }
+    } else {
+#pragma unroll
+      for (int c = 0; c < 16; ++c) {
+        s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], qs, -sub));
+        s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], qs, -sub));
+      }
+    }
+  }
+};
+
+}  // namespace int8attn

@@ -1,0 +1,107 @@
+// The sm90a attention kernel's parameters and its compile-time plan: warpgroups, registers,
+// tile shapes and the shared-memory layout (Q, the ring of K/V stages, row constants, barriers,
+// per-warp staging areas), for each padded head dim and mode.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/common/attention_common.cuh"
+#include "cuda/common/head_dims.h"
+#include "cuda/common/swizzle.cuh"
+
+namespace int8attn {
+
+struct Sm90AttnParams {
+  AttnKernelParams a;
+  CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box (one slab) kSpan bytes x 128 keys
+  CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box 128 keys x DPAD
+                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box 32 or 64 ch x 128 keys
+};
+
+template <int DPAD, Mode MODE>
+struct Sm90Traits {
+  static_assert(WgmmaHeadDims::contains(DPAD), "no sm90 kernel for this head dim");
+  static constexpr int kDpad = DPAD;
+  static constexpr bool kFp8PV = MODE == Mode::kFast;
+  // Consumer warpgroups (64 rows each): three at head dim 64, whose small O accumulator leaves
+  // the registers for it, so each K/V tile read from L2 serves 192 rows; two at 128.
+  static constexpr int kConsumers = sm90_consumer_warpgroups(DPAD);
+  static constexpr int kBM = 64 * kConsumers;
+  static constexpr int kThreads = 128 * (1 + kConsumers);
+  // setmaxnreg split of the 64K registers: the producer keeps 24 per thread.
+  static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  using QTile = dev::SlabTile<DPAD, kBM>;          // Q [slab][kBM rows][span]
+  using KTile = dev::SlabTile<DPAD, kSm90BlockN>;  // K [slab][128 keys][span]
+  // BALANCED's fp16 V tile, N-major: [channel block][128 keys][span] (a block = span/2 channels).
+  using VTile = dev::SlabTile<2 * DPAD, kSm90BlockN>;
+  static constexpr int kQBytes = kBM * DPAD;
+  static constexpr int kKBytes = kSm90BlockN * DPAD;
+  static constexpr int kVBytes = kSm90BlockN * DPAD * (kFp8PV ? 1 : 2);
+  // FAST sums each row's P on the tensor cores: below V^T's DPAD rows every stage keeps 8 more
+  // (the MMA's N granularity), the first all ones, written once in the prologue, so column
+  // DPAD of the P·V accumulator is the row sum of the rounded P (64 FADDs per tile and thread
+  // fewer in the softmax, the consumers' critical path). That column is moved
+  // into fp32 after every tile (drain_row_sums).
+  static constexpr bool kOnesColumn = kFp8PV;
+  static constexpr int kOnesBytes = kOnesColumn ? 8 * kSm90BlockN : 0;
+  static constexpr int kAccN = DPAD + (kOnesColumn ? 8 : 0);  // P·V's N
+  // K scales after V (and the ones), padded so every stage (and every tile in it) stays
+  // 1024-byte aligned, as the 128-byte swizzle requires.
+  static constexpr int kStageBytes = kKBytes + kVBytes + kOnesBytes + 1024;
+  static constexpr int kMiscBytes = 8 * kBM + 128;  // Q scales, LSE shifts, barriers
+  // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
+  // (stage_q_rows_staged / store_o_rows_staged, attention_common.cuh).
+  // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
+  static constexpr int kWarpStagingBytes = staged_o_bytes<DPAD>();
+  static_assert(staged_q_bytes<DPAD>() <= kWarpStagingBytes, "Q staging must fit");
+  // Ring of K/V tiles: four stages, two above head dim 128, where the staging areas (the
+  // tiny shapes of those head dims are latency-bound on the once-per-CTA code)
+  // would not fit beside four.
+  static constexpr int kStages = DPAD > 128 ? 2 : 4;
+  static constexpr int kBaseSmemBytes = 1024 + kQBytes + kStages * kStageBytes + kMiscBytes;
+  static constexpr bool kStagedIO =
+      DPAD > 64 && kBaseSmemBytes + 4 * kConsumers* kWarpStagingBytes <= 227 * 1024;
+  static constexpr int kSmemBytes =
+      kBaseSmemBytes + (kStagedIO ? 4 * kConsumers * kWarpStagingBytes : 0);
+  static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
+  // The tile's key scales loaded between the MMA issue and the Q·Kᵀ wait (their latency hidden
+  // under the MMAs): 1-5% faster with two consumers (240 registers); with three (160) BALANCED
+  // lost 19%, so there they are loaded after the wait.
+  static constexpr bool kEarlyKeyScales = kConsumers == 2;
+  static constexpr int kKSteps = DPAD / 32;  // Q·Kᵀ k-steps of 32 bytes
+  static constexpr int kDTiles = DPAD / 8;
+  static constexpr int kAccTiles = kAccN / 8;
+};
+
+// Where each part lives in a CTA's dynamic shared memory (aligned to 1024 bytes, as the 128-byte
+// swizzle requires).
+template <class T>
+struct Sm90Smem {
+  uint8_t* q;         // Q tile, INT8, T::QTile layout
+  uint8_t* stages;    // T::kStages x (K, V, FAST's ones rows, key scales)
+  float* q_scale;     // per shared row
+  float* lse_shift;   // per shared row
+  uint64_t* full;     // per stage: K/V landed (TMA transaction count)
+  uint64_t* empty;    // per stage: every consumer thread done reading
+  uint8_t* staging;   // per consumer warp, T::kWarpStagingBytes each
+
+  __device__ __forceinline__ explicit Sm90Smem(uint8_t* base)
+      : q(base),
+        stages(base + T::kQBytes),
+        q_scale(reinterpret_cast<float*>(stages + T::kStages * T::kStageBytes)),
+        lse_shift(q_scale + T::kBM),
+        full(reinterpret_cast<uint64_t*>(stages + T::kStages * T::kStageBytes + 8 * T::kBM)),
+        empty(full + T::kStages),
+        staging(stages + T::kStages * T::kStageBytes + T::kMiscBytes) {}
+  __device__ __forceinline__ uint8_t* stage(int n) const {
+    return stages + (n % T::kStages) * T::kStageBytes;
+  }
+  __device__ __forceinline__ uint8_t* stage_v(int n) const { return stage(n) + T::kKBytes; }
+  __device__ __forceinline__ const float* stage_key_scales(int n) const {
+    return reinterpret_cast<const float*>(stage(n) + T::kKBytes + T::kVBytes + T::kOnesBytes);
+  }
+};
+
+}  // namespace int8attn
