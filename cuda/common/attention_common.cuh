@@ -39,6 +39,14 @@ __device__ __forceinline__ bool mask_keep(const AttnKernelParams& p, int b, cons
   return p.mask[off] != 0;
 }
 
+// Two output values as one packed pair of the output type: fp16 (saturated: a finite result
+// beyond its range is ±65504, not inf) or bf16.
+__device__ __forceinline__ uint32_t pack_out_pair(float a, float c, bool bf16) {
+  const __nv_bfloat162 vb = __floats2bfloat162_rn(a, c);
+  const __half2 vh = __floats2half2_rn(qm::saturate_f16(a), qm::saturate_f16(c));
+  return bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
+}
+
 // What a CTA works on: grid x = (b, kv-head, m-tile) with m-tile fastest (the CTAs of one
 // head run together and share its K/V in L2), grid y = key split; L = the batch's valid keys.
 struct CtaWork {
@@ -426,10 +434,7 @@ __device__ __forceinline__ void store_o_rows_staged(
     for (int i = 0; i < 4; ++i) {
       const float a = empty ? 0.f : v[2 * i] * sc[2 * i] + mu[2 * i];
       const float c = empty ? 0.f : v[2 * i + 1] * sc[2 * i + 1] + mu[2 * i + 1];
-      const __nv_bfloat162 vb = __floats2bfloat162_rn(a, c);
-      const __half2 vh = __floats2half2_rn(qm::saturate_f16(a), qm::saturate_f16(c));
-      w[i] =
-          bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
+      w[i] = pack_out_pair(a, c, bf16);
     }
     dev::st_global_16(static_cast<uint16_t*>(p.o) + b * p.o_stride[0] + ri.h * p.o_stride[1] +
                           ri.i * p.o_stride[2] + c0,
@@ -628,11 +633,8 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
           if (c0 >= p.D) continue;
           float o2[2];
           out_pair(rh, d0, j, sc, mu, o2);
-          const __nv_bfloat162 vb = __floats2bfloat162_rn(o2[0], o2[1]);
-          const __half2 vh = __floats2half2_rn(qm::saturate_f16(o2[0]), qm::saturate_f16(o2[1]));
           *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) =
-              bf16 ? *reinterpret_cast<const uint32_t*>(&vb)
-                   : *reinterpret_cast<const uint32_t*>(&vh);
+              pack_out_pair(o2[0], o2[1], bf16);
         }
       }
     }
@@ -655,15 +657,8 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
             for (int e = 0; e < 2; ++e)
               if (c0 + e < p.D) dst[c0 + e] = o2[e];
           } else if (paired[rh] && c0 + 1 < p.D) {
-            uint32_t bits;
-            if (p.dtype == DType::kBF16) {
-              __nv_bfloat162 v = __floats2bfloat162_rn(o2[0], o2[1]);
-              bits = *reinterpret_cast<uint32_t*>(&v);
-            } else {
-              __half2 v = __floats2half2_rn(qm::saturate_f16(o2[0]), qm::saturate_f16(o2[1]));
-              bits = *reinterpret_cast<uint32_t*>(&v);
-            }
-            *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) = bits;
+            *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(p.o) + base[rh] + c0) =
+                pack_out_pair(o2[0], o2[1], p.dtype == DType::kBF16);
           } else {
 #pragma unroll
             for (int e = 0; e < 2; ++e)

@@ -30,8 +30,7 @@ struct Sm90Mma {
   };
 
   // cwg: the consumer warpgroup (warp-uniform), whose Q rows start at cwg·64.
-  static __device__ __forceinline__ void descs_of(const Sm90Smem<T>& sm, int cwg, int n,
-                                                  Descs& d) {
+  static __device__ __forceinline__ void descs_of(const Sm90Smem<T>& sm, int cwg, int n, Descs& d) {
     const uint8_t* sK = sm.stage(n);
     // Slab layouts (dev::SlabTile): rows of one slab are kSpan bytes apart, so 8-row groups
     // are 8·kSpan apart; a k-step starts kstep_offset bytes into the tile (descriptor
@@ -72,8 +71,7 @@ struct Sm90Mma {
   }
 
   // O += P·V.
-  static __device__ __forceinline__ void issue_pv(const Descs& d,
-                                                  const uint32_t (&pa)[kPSteps][4],
+  static __device__ __forceinline__ void issue_pv(const Descs& d, const uint32_t (&pa)[kPSteps][4],
                                                   float (&o_flat)[T::kAccN / 2]) {
 #pragma unroll
     for (int i = 0; i < kPSteps; ++i) {

@@ -29,8 +29,8 @@ __device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_
     const int head = static_cast<int>(kv_head);
 #pragma unroll
     for (int sl = 0; sl < T::KTile::kSlabs; ++sl)
-      dev::tma_load_3d(sK + sl * T::KTile::kSlabBytes, &P.k_map, &sm.full[st],
-                       sl * T::KTile::kSpan, key0, head);
+      dev::tma_load_3d(sK + sl * T::KTile::kSlabBytes, &P.k_map, &sm.full[st], sl * T::KTile::kSpan,
+                       key0, head);
     if constexpr (T::kFp8PV) {
       dev::tma_load_3d(sV, &P.v_map, &sm.full[st], key0, 0, head);
     } else {

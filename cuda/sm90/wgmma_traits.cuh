@@ -79,13 +79,13 @@ struct Sm90Traits {
 // swizzle requires).
 template <class T>
 struct Sm90Smem {
-  uint8_t* q;         // Q tile, INT8, T::QTile layout
-  uint8_t* stages;    // T::kStages x (K, V, FAST's ones rows, key scales)
-  float* q_scale;     // per shared row
-  float* lse_shift;   // per shared row
-  uint64_t* full;     // per stage: K/V landed (TMA transaction count)
-  uint64_t* empty;    // per stage: every consumer thread done reading
-  uint8_t* staging;   // per consumer warp, T::kWarpStagingBytes each
+  uint8_t* q;        // Q tile, INT8, T::QTile layout
+  uint8_t* stages;   // T::kStages x (K, V, FAST's ones rows, key scales)
+  float* q_scale;    // per shared row
+  float* lse_shift;  // per shared row
+  uint64_t* full;    // per stage: K/V landed (TMA transaction count)
+  uint64_t* empty;   // per stage: every consumer thread done reading
+  uint8_t* staging;  // per consumer warp, T::kWarpStagingBytes each
 
   __device__ __forceinline__ explicit Sm90Smem(uint8_t* base)
       : q(base),
