@@ -72,8 +72,8 @@ __device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid) {
     constexpr int kChunks = T::kOnesBytes / 16;
     for (int i = tid; i < T::kStages * kChunks; i += T::kThreads) {
       const uint32_t one = (i % kChunks) < kSm90BlockN / 16 ? 0x38383838u : 0u;
-      *reinterpret_cast<uint4*>(sm.stages + (i / kChunks) * T::kStageBytes + T::kKBytes +
-                                T::kVBytes + (i % kChunks) * 16) = make_uint4(one, one, one, one);
+      *reinterpret_cast<uint4*>(sm.stage_ones(i / kChunks) + (i % kChunks) * 16) =
+          make_uint4(one, one, one, one);
     }
     dev::fence_proxy_async_smem();  // read by wgmma (async proxy) after the barrier below
   }

@@ -15,13 +15,13 @@ template <class T>
 __device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_t kv_head,
                                                  const Sm90Smem<T>& sm, int t_begin, int t_end) {
   const AttnKernelParams& p = P.a;
-  const uint8_t* gKs = reinterpret_cast<const uint8_t*>(p.k_scale + kv_head * p.nk_pad);
+  const float* gKs = p.k_scale + kv_head * p.nk_pad;
   for (int t = t_begin, n = 0; t < t_end; ++t, ++n) {
     const int st = n % T::kStages;
     if (n >= T::kStages) dev::mbar_wait(&sm.empty[st], ((n / T::kStages) - 1) & 1);
-    uint8_t* sK = sm.stages + st * T::kStageBytes;
+    uint8_t* sK = sm.stage(n);
     uint8_t* sV = sK + T::kKBytes;
-    uint8_t* sKs = sV + T::kVBytes + T::kOnesBytes;
+    float* sKs = sm.stage_key_scales(n);
     const int key0 = t * kSm90BlockN;
     const uint32_t ks_bytes =
         static_cast<uint32_t>(p.nk_pad - key0 < kSm90BlockN ? p.nk_pad - key0 : kSm90BlockN) * 4u;
@@ -39,7 +39,7 @@ __device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_
         dev::tma_load_3d(sV + cb * T::VTile::kSlabBytes, &P.v_map, &sm.full[st],
                          cb * T::VTile::kSpan / 2, key0, head);
     }
-    dev::bulk_load(sKs, gKs + static_cast<int64_t>(key0) * 4, ks_bytes, &sm.full[st]);
+    dev::bulk_load(sKs, gKs + key0, ks_bytes, &sm.full[st]);
   }
 }
 

@@ -98,9 +98,12 @@ struct Sm90Smem {
   __device__ __forceinline__ uint8_t* stage(int n) const {
     return stages + (n % T::kStages) * T::kStageBytes;
   }
-  __device__ __forceinline__ uint8_t* stage_v(int n) const { return stage(n) + T::kKBytes; }
-  __device__ __forceinline__ const float* stage_key_scales(int n) const {
-    return reinterpret_cast<const float*>(stage(n) + T::kKBytes + T::kVBytes + T::kOnesBytes);
+  // FAST's rows under V^T (kOnesBytes; none in BALANCED), then the tile's key scales.
+  __device__ __forceinline__ uint8_t* stage_ones(int n) const {
+    return stage(n) + T::kKBytes + T::kVBytes;
+  }
+  __device__ __forceinline__ float* stage_key_scales(int n) const {
+    return reinterpret_cast<float*>(stage_ones(n) + T::kOnesBytes);
   }
 };
 
