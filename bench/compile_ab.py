@@ -73,9 +73,16 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=4, help="steps before timing")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    configs = args.configs.split(",")
+    unknown = [c for c in configs if c not in P.CONFIGS]
+    if unknown or not configs:
+        ap.error(f"--configs: unknown {', '.join(unknown)} (choose from {', '.join(P.CONFIGS)})")
+    if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
+        ap.error("--rounds and --steps must be >= 1, --warmup >= 0")
+    if not torch.cuda.is_available():
+        ap.error("needs a CUDA GPU (compiled step times)")
     import int8attn
 
-    configs = args.configs.split(",")
     spec = pm.FULL[args.model]
     dev = torch.device("cuda")
     model = P.build_model(spec, dev)
