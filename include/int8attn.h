@@ -353,14 +353,16 @@ enum int8attn_granularity_values {
 
 /** @brief Numerical refinement flags (`flags` fields). All are exact transformations. */
 enum int8attn_flag_values {
-  /** Subtract K's per-channel mean over the (valid) tokens before quantizing K; softmax is
-   *  invariant to it. On by default. */
+  /** Subtract K's per-channel mean before quantizing K; softmax is invariant to it (to any
+   *  per-channel shift, so the mean is taken over a sample of the valid tokens: every 64-token
+   *  chunk up to 1,023 tokens, at least 8 chunks beyond). On by default. */
   INT8ATTN_FLAG_SMOOTH_K = 1u << 0,
   /** Subtract V's per-channel mean before quantizing V and add it back to O (rows of P sum
    *  to 1). On by default. */
   INT8ATTN_FLAG_SMOOTH_V = 1u << 1,
   /** Channel balancing: scale channel c of Q by 1/α_c and of K by α_c, with
-   *  α_c = sqrt(max|q_c| / max|k_c|), before quantizing (q·k is unchanged). Helps inputs with
+   *  α_c = sqrt(max|q_c| / max|k_c|) (maxima over the same samples of Q and K as K's mean),
+   *  before quantizing (q·k is unchanged). Helps inputs with
    *  outlier channels in only one of Q and K. On by default for int8attn_forward() (not
    *  applicable to a cache, whose K is quantized before any Q is seen). */
   INT8ATTN_FLAG_BALANCE_CHANNELS = 1u << 2,

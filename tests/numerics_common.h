@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct Case {
   const int8attn_policy_t* policy = nullptr;
   int32_t timestep = 0;
   uint64_t seed = 1;
+  std::function<void(Inputs&)> edit;  // changes the generated inputs (e.g. an outlier row)
 };
 
 struct Outcome {
@@ -62,6 +64,7 @@ inline Outcome run_case(int8attn_context_t* ctx, const Case& c) {
     Inputs full = make_inputs(c.family, c.B, c.Hq, c.Hkv, c.Nq, c.Nk, c.D, c.seed);
     in.q = full.q;
   }
+  if (c.edit) c.edit(in);
   HostTensor q = HostTensor::from_values(in.q, c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
   HostTensor k = HostTensor::from_values(in.k, c.dtype, c.layout, KB, c.Hkv, c.Nk, c.D);
   HostTensor v = HostTensor::from_values(in.v, c.dtype, c.layout, KB, c.Hkv, c.Nk, c.D);

@@ -97,6 +97,24 @@ TEST(Numerics, CausalWithMoreQueriesThanKeys) {
   }
 }
 
+// K's mean and the channel maxima behind the balancing factors come from a sample of the keys
+// (every stride-th 64-key chunk: chunks 0, 4, 8, ... of 2048 keys); V's range must not. One
+// value row 40x the others' size in an unsampled chunk: with V's range from the sample it
+// would saturate FP8 (and overflow BALANCED's fp16 headroom) at a tenth of its size, and with
+// it the output of every query that attends to it.
+TEST(Numerics, ValueRowsOutsideTheStatisticsSampleSetVsRange) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+    Case c = base(mode, Family::Gaussian, 64);
+    c.Hq = c.Hkv = 1;
+    c.Nq = 64;
+    c.Nk = 2048;
+    c.edit = [&](Inputs& in) {
+      for (int64_t d = 0; d < c.D; ++d) in.v[100 * c.D + d] *= 40.0f;  // key 100: chunk 1
+    };
+    check(c, run_case(ctx().get(), c));
+  }
+}
+
 TEST(Numerics, BroadcastKvAndNhd) {
   for (int32_t mode : kModes) {
     Case c = base(mode, Family::ChannelBias, 64);

@@ -2,11 +2,10 @@
 // prepare_kv_kernels.cu, their bodies in prepare_kv_bodies.cuh).
 //
 // Forward:  stats_fill (identities into the scratch accumulators)
-//           -> statistics (one read of K and V: per-channel sum / max / min, reduced per CTA and
-//              accumulated with atomics per canonical head; max |q| likewise when balancing, in
-//              the same launch when both fit in one wave)
-//           -> finalize (means, V scales, balancing factors: qm::channel_consts; done by every
-//              quantization CTA itself while the grid is one wave, else one launch)
+//           -> statistics, one launch: V's per-channel sum / max / min over every token, K's and
+//              max |q| (when balancing) over a sample of tokens (qm::stats_stride), reduced per
+//              CTA and accumulated with atomics per canonical head; the last CTA of a head
+//              finalizes it (means, V scales, balancing factors: qm::channel_consts)
 //           -> quantize (second read of K and V, mostly from L2: INT8 K + per-key scales,
 //              V as fp16 or as transposed, key-permuted FP8 — the layouts of attention_params.h).
 // Cache:    the first append runs all of it into the cache's own buffers; later appends run
@@ -58,34 +57,30 @@ struct KvPrepParams {
   bool fill_tail = true;   // also zero the padding keys up to nk_pad (forward buffers)
 
   float* partials = nullptr;  // scratch accumulators: kv_stats_partial_floats(...) floats
-  // The quantization kernel computes the constants from `partials` itself (and its tile-0 CTAs
-  // write them out) instead of reading them: launch_kv_prepare sets it.
-  bool consts_from_partials = false;
-  int sm_count = 132;  // the device's SMs: sizes the statistics grid
+  int sm_count = 132;         // the device's SMs: sizes the statistics grid
   // sm_90+: every kernel of the preparation after its first launches early (launch.cuh).
   bool chain = false;
 };
 
 int64_t kv_stats_partial_floats(int heads, int dpad);
-// A forward's K/V: statistics (unless EXACT), then quantization (which also finalizes the
-// statistics while its grid is one wave).
+// A forward's K/V: statistics (unless EXACT), then quantization.
 cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream);
 // Statistics and their finalize (means, V scales, balancing factors into p's outputs).
-cudaError_t launch_kv_stats_reduce(const KvPrepParams& p, cudaStream_t stream);
-// Quantization with the constants in p's outputs (or from the partials, consts_from_partials);
-// `after_kernel`: it follows a kernel of this preparation (it may then launch early).
+cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream);
+// Quantization with the constants in p's outputs; `after_kernel`: it follows a kernel of this
+// preparation (it may then launch early).
 cudaError_t launch_kv_quantize(const KvPrepParams& p, cudaStream_t stream, bool after_kernel);
 
 // The kernels (prepare_kv_kernels.cu). K and V (Q) rows contiguous and 16-byte aligned:
 bool kv_prep_vectorizable(const KvPrepParams& p);
 bool q_stats_vectorizable(const KvPrepParams& p);
-// K/V statistics over ranges of tokens_per_cta (0: none) and Q's channel maxima over ranges of
-// rows_per_cta (0: none), in one launch.
-cudaError_t launch_stats(const KvPrepParams& p, int tokens_per_cta, int rows_per_cta,
+// The statistics kernel over `ranges` token ranges of tokens_per_cta per canonical head (and
+// as many ranges of rows_per_cta of Q's rows; 0: none), finalized by each head's last CTA.
+cudaError_t launch_stats(const KvPrepParams& p, int ranges, int tokens_per_cta, int rows_per_cta,
                          cudaStream_t stream, bool early);
-// Resident CTAs per SM of the statistics kernel computing K/V and/or Q statistics of p (two
-// where every load is a 16-byte vector, one on the strided paths).
-int stats_ctas_per_sm(const KvPrepParams& p, bool kv, bool q);
+// Resident CTAs per SM of the statistics kernel for p's load paths (two where every load is a
+// 16-byte vector, one on the strided paths).
+int stats_ctas_per_sm(const KvPrepParams& p);
 // One CTA per 64-token tile and canonical head.
 cudaError_t launch_kv_quantize_tiles(const KvPrepParams& p, cudaStream_t stream, bool early);
 

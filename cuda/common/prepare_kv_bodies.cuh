@@ -60,91 +60,98 @@ __device__ __forceinline__ uint4 load_chunk(const T* x, const int64_t (&s)[4], i
   }
 }
 
-// Per-channel statistics of K and V over tokens [j0, j1) of source head (b, h), by all
-// `nthreads` threads of the CTA (thread `tid` = row r, chunk c walks rows r, r + steps, ...),
-// combined into s_acc[kStats][256] (which holds the identities on entry). `s_tmp`: 16 · nthreads
-// floats of scratch. Contains __syncthreads: every thread of the CTA calls it.
+// Rows of a statistics pass: the rows of [first, end) in the sample of `stride` (1: all of
+// them), as a dense index i = 0..count-1. `first` starts a sampled chunk.
+struct RowSample {
+  int first = 0, end = 0, stride = 1, count = 0;
+  // Rows [j0, j1) (j0 a multiple of qm::kStatsChunk) sampled with `stride`.
+  __device__ __forceinline__ RowSample(int j0, int j1, int stride_) : stride(stride_) {
+    const int chunk0 = j0 / qm::kStatsChunk;
+    first = (chunk0 + stride - 1) / stride * stride * qm::kStatsChunk;
+    end = j1;
+    count = first < end ? static_cast<int>(qm::stats_sampled_rows(end - first, stride)) : 0;
+  }
+  __device__ __forceinline__ int row(int i) const {
+    return first + (i / qm::kStatsChunk) * stride * qm::kStatsChunk + i % qm::kStatsChunk;
+  }
+};
+
+// Per-channel sum, maximum and minimum of operand x (strides s) over the rows of `rows` of
+// source head (b, h), by all `nthreads` threads of the CTA (thread `tid` = row slot r, chunk c
+// walks sample rows r, r + steps, ...), combined into s_acc[sum_stat], [sum_stat + 1] (max) and
+// [sum_stat + 2] (min), which hold the identities on entry. `s_tmp`: 8 · nthreads floats of
+// scratch. Contains __syncthreads: every thread of the CTA calls it.
 template <typename T, bool kVec>
-__device__ __forceinline__ void accumulate_kv_stats(const KvPrepParams& p, int b, int h, int j0,
-                                                    int j1, int tid, int nthreads,
-                                                    float (*s_acc)[256], float* s_tmp) {
-  const T* K = static_cast<const T*>(p.k.data);
-  const T* V = static_cast<const T*>(p.v.data);
-  const int cpr = (p.D + 7) / 8, steps = nthreads / cpr;
+__device__ __forceinline__ void accumulate_stats(const T* x, const int64_t (&s)[4], int D, int b,
+                                                 int h, const RowSample& rows, int tid,
+                                                 int nthreads, float (*s_acc)[256], int sum_stat,
+                                                 float* s_tmp) {
+  const int cpr = (D + 7) / 8, steps = nthreads / cpr;
   const int c = tid % cpr, r = tid / cpr;
   const bool active = r < steps;
-  KvStats8 st;
-  constexpr int kUnroll = 4;  // rows per step, loaded from clamped addresses before any use
-                              // (ptxas still sinks some next to their uses)
-  for (int j = j0 + r; active && j < j1; j += kUnroll * steps) {
-    uint4 kr[kUnroll], vr[kUnroll];
+  Stats8 st;
+  constexpr int kUnroll = 8;  // rows per step, loaded from clamped addresses before any use
+  for (int i = r; active && i < rows.count; i += kUnroll * steps) {
+    uint4 raw[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int jj = j + u * steps < j1 ? j + u * steps : j;
-      kr[u] = load_chunk<kVec>(K, p.k.stride, b, h, jj, c, p.D);
-      vr[u] = load_chunk<kVec>(V, p.v.stride, b, h, jj, c, p.D);
+      const int ii = i + u * steps < rows.count ? i + u * steps : i;
+      raw[u] = load_chunk<kVec>(x, s, b, h, rows.row(ii), c, D);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      // A repeated row (past j1) adds nothing: branch-free, so nothing delays the loads.
-      const bool ok = j + u * steps < j1;
-      float kx[8], vx[8];
-      dev::unpack8<dev::kIsBf16<T>>(kr[u], kx);
-      dev::unpack8<dev::kIsBf16<T>>(vr[u], vx);
+      // A repeated row (past the sample) adds nothing: branch-free, so nothing delays the loads.
+      const bool ok = i + u * steps < rows.count;
+      float v[8];
+      dev::unpack8<dev::kIsBf16<T>>(raw[u], v);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) st.add(i, kx[i], vx[i], ok);
+      for (int k = 0; k < 8; ++k) st.add(k, v[k], ok);
     }
   }
+  float* s_sum = s_acc[sum_stat];
+  float* s_max = s_acc[sum_stat + 1];
+  float* s_min = s_acc[sum_stat + 2];
   if (32 % cpr == 0) {
     // Lanes lane, lane + cpr, ... of a warp hold the same 8 channels: shuffles combine them, then
     // one lane per chunk and warp does the shared atomics (nthreads / 32 per address).
 #pragma unroll
     for (int o = 16; o >= cpr; o >>= 1)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        st.sk[i] += __shfl_xor_sync(0xffffffffu, st.sk[i], o);
-        st.mxk[i] = fmaxf(st.mxk[i], __shfl_xor_sync(0xffffffffu, st.mxk[i], o));
-        st.mnk[i] = fminf(st.mnk[i], __shfl_xor_sync(0xffffffffu, st.mnk[i], o));
-        st.sv[i] += __shfl_xor_sync(0xffffffffu, st.sv[i], o);
-        st.mxv[i] = fmaxf(st.mxv[i], __shfl_xor_sync(0xffffffffu, st.mxv[i], o));
-        st.mnv[i] = fminf(st.mnv[i], __shfl_xor_sync(0xffffffffu, st.mnv[i], o));
+      for (int k = 0; k < 8; ++k) {
+        st.sum[k] += __shfl_xor_sync(0xffffffffu, st.sum[k], o);
+        st.mx[k] = fmaxf(st.mx[k], __shfl_xor_sync(0xffffffffu, st.mx[k], o));
+        st.mn[k] = fminf(st.mn[k], __shfl_xor_sync(0xffffffffu, st.mn[k], o));
       }
-    if ((tid & 31) < cpr && j0 < j1) {
+    if ((tid & 31) < cpr && rows.count > 0) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int d = c * 8 + i;
-        atomicAdd(&s_acc[kSumK][d], st.sk[i]);
-        dev::atomic_max_float(&s_acc[kMaxK][d], st.mxk[i]);
-        dev::atomic_min_float(&s_acc[kMinK][d], st.mnk[i]);
-        atomicAdd(&s_acc[kSumV][d], st.sv[i]);
-        dev::atomic_max_float(&s_acc[kMaxV][d], st.mxv[i]);
-        dev::atomic_min_float(&s_acc[kMinV][d], st.mnv[i]);
+      for (int k = 0; k < 8; ++k) {
+        const int d = c * 8 + k;
+        atomicAdd(&s_sum[d], st.sum[k]);
+        dev::atomic_max_float(&s_max[d], st.mx[k]);
+        dev::atomic_min_float(&s_min[d], st.mn[k]);
       }
     }
     __syncthreads();
     return;
   }
   // Chunks that do not tile a warp (head dims 40, 80, 96, 160, ...): every one of the `steps`
-  // rows lands on each address. Maxima and minima are integer atomics (native); a float
+  // row slots lands on each address. Maxima and minima are integer atomics (native); a float
   // atomicAdd on shared memory is a compare-and-swap loop that such contention serialises, so
-  // the sums go through s_tmp [2][steps][dw] and are added up per channel.
+  // the sums go through s_tmp [steps][dw] and are added up per channel.
   const int dw = cpr * 8;  // channels the chunks cover (D rounded up to 8)
-  if (active && j0 < j1) {
+  if (active && rows.count > 0) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int d = c * 8 + i;
-      s_tmp[r * dw + d] = st.sk[i];
-      s_tmp[(steps + r) * dw + d] = st.sv[i];
-      dev::atomic_max_float(&s_acc[kMaxK][d], st.mxk[i]);
-      dev::atomic_min_float(&s_acc[kMinK][d], st.mnk[i]);
-      dev::atomic_max_float(&s_acc[kMaxV][d], st.mxv[i]);
-      dev::atomic_min_float(&s_acc[kMinV][d], st.mnv[i]);
+    for (int k = 0; k < 8; ++k) {
+      const int d = c * 8 + k;
+      s_tmp[r * dw + d] = st.sum[k];
+      dev::atomic_max_float(&s_max[d], st.mx[k]);
+      dev::atomic_min_float(&s_min[d], st.mn[k]);
     }
   }
   __syncthreads();
-  if (j0 < j1) {
-    for (int e = tid; e < 2 * dw; e += nthreads) {
-      const float* col = s_tmp + (e >= dw ? steps * dw : 0) + e % dw;
+  if (rows.count > 0) {
+    for (int d = tid; d < dw; d += nthreads) {
+      const float* col = s_tmp + d;
       float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;  // independent chains
       int rr = 0;
       for (; rr + 4 <= steps; rr += 4) {
@@ -154,17 +161,19 @@ __device__ __forceinline__ void accumulate_kv_stats(const KvPrepParams& p, int b
         a3 += col[(rr + 3) * dw];
       }
       for (; rr < steps; ++rr) a0 += col[rr * dw];
-      s_acc[e >= dw ? kSumV : kSumK][e % dw] += (a0 + a1) + (a2 + a3);
+      s_sum[d] += (a0 + a1) + (a2 + a3);
     }
   }
   __syncthreads();
 }
 
-// max |q| per channel over query rows [i0, i1) of the q-heads (and batches) of canonical head
-// (b, hkv), by `nthreads` threads, into s_max[256] (zeros on entry) with shared atomics.
+// max |q| per channel over the sampled query rows `rows` of the q-heads (and batches) of
+// canonical head (b, hkv), by `nthreads` threads, into s_max[256] (zeros on entry) with shared
+// atomics.
 template <typename T, bool kVec>
-__device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b, int hkv, int i0,
-                                                    int i1, int tid, int nthreads, float* s_max) {
+__device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b, int hkv,
+                                                    const RowSample& rows, int tid, int nthreads,
+                                                    float* s_max) {
   const T* Q = static_cast<const T*>(p.q.data);
   const int cpr = (p.D + 7) / 8, steps = nthreads / cpr;
   const int c = tid % cpr, r = tid / cpr;
@@ -175,12 +184,12 @@ __device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b
     for (int g = 0; g < p.G; ++g) {
       // A maximum is unchanged by a repeated row: out-of-range rows re-read row i.
       constexpr int kUnroll = 8;
-      for (int i = i0 + r; i < i1; i += kUnroll * steps) {
+      for (int i = r; i < rows.count; i += kUnroll * steps) {
         uint4 raw[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          const int ii = i + u * steps < i1 ? i + u * steps : i;
-          raw[u] = load_chunk<kVec>(Q, p.q.stride, bq, hkv * p.G + g, ii, c, p.D);
+          const int ii = i + u * steps < rows.count ? i + u * steps : i;
+          raw[u] = load_chunk<kVec>(Q, p.q.stride, bq, hkv * p.G + g, rows.row(ii), c, p.D);
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -192,7 +201,7 @@ __device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b
       }
     }
   }
-  const bool warp_combined = 32 % cpr == 0;  // as in accumulate_kv_stats
+  const bool warp_combined = 32 % cpr == 0;  // as in accumulate_stats
   if (warp_combined)
 #pragma unroll
     for (int o = 16; o >= cpr; o >>= 1)

@@ -22,26 +22,30 @@ __device__ __forceinline__ float stat_identity(int s) {
   return stat_is_max(s) ? -INFINITY : (stat_is_min(s) ? INFINITY : 0.f);
 }
 
-// One thread's running statistics of 8 channels of K and V.
-struct KvStats8 {
-  float sk[8], mxk[8], mnk[8], sv[8], mxv[8], mnv[8];
-  __device__ __forceinline__ KvStats8() {
+// Accumulators per canonical head: [head][kStats + 1][dpad] floats, the last row max |q|; then
+// one counter per head of the statistics CTAs that have finished (kv_stats_partial_floats).
+__device__ __forceinline__ unsigned* stats_counter(const KvPrepParams& p, int head) {
+  const int64_t floats = static_cast<int64_t>(p.heads_b) * p.heads_h * (kStats + 1) * p.dpad;
+  return reinterpret_cast<unsigned*>(p.partials + floats) + head;
+}
+
+// One thread's running sum, maximum and minimum of 8 channels of one operand.
+struct Stats8 {
+  float sum[8], mx[8], mn[8];
+  __device__ __forceinline__ Stats8() {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      sk[i] = sv[i] = 0.f;
-      mxk[i] = mxv[i] = -INFINITY;
-      mnk[i] = mnv[i] = INFINITY;
+      sum[i] = 0.f;
+      mx[i] = -INFINITY;
+      mn[i] = INFINITY;
     }
   }
-  // Channel i takes key value kx and value vx; `count` false: a repeated row (its maxima and
-  // minima change nothing) that must not enter the sums.
-  __device__ __forceinline__ void add(int i, float kx, float vx, bool count = true) {
-    sk[i] += count ? kx : 0.f;
-    mxk[i] = fmaxf(mxk[i], kx);
-    mnk[i] = fminf(mnk[i], kx);
-    sv[i] += count ? vx : 0.f;
-    mxv[i] = fmaxf(mxv[i], vx);
-    mnv[i] = fminf(mnv[i], vx);
+  // Channel i takes value x; `count` false: a repeated row (its maximum and minimum change
+  // nothing) that must not enter the sum.
+  __device__ __forceinline__ void add(int i, float x, bool count) {
+    sum[i] += count ? x : 0.f;
+    mx[i] = fmaxf(mx[i], x);
+    mn[i] = fminf(mn[i], x);
   }
 };
 
@@ -52,16 +56,16 @@ __device__ __forceinline__ int valid_tokens(const KvPrepParams& p, int b) {
   return v < 0 ? 0 : (v > p.n ? p.n : v);
 }
 
-// Channel d's constants from its statistics (`stat(s)` reads statistic s, `q_absmax` the
-// channel's max |q|), by qm::channel_consts (the maths the CPU backend uses too); written to p's
-// outputs when `write_out` and returned for a caller that quantizes right away.
+// Channel d's constants from its statistics over `valid` keys (`stat(s)` reads statistic s,
+// `q_absmax` the channel's max |q|), by qm::channel_consts (the maths the CPU backend uses too),
+// written to p's outputs.
 template <typename StatFn>
-__device__ __forceinline__ qm::ChannelConsts finalize_channel(const KvPrepParams& p, int head,
-                                                              int d, int valid, StatFn stat,
-                                                              float q_absmax, bool write_out) {
+__device__ __forceinline__ void finalize_channel(const KvPrepParams& p, int head, int d, int valid,
+                                                 StatFn stat, float q_absmax) {
   qm::ChannelStats st;
   st.valid = d < p.D ? valid : 0;  // padding channels: no keys, identity constants
   if (st.valid > 0) {
+    st.k_rows = static_cast<int>(qm::stats_sampled_rows(valid, qm::stats_stride(p.n)));
     st.sum_k = stat(kSumK);
     st.max_k = stat(kMaxK);
     st.min_k = stat(kMinK);
@@ -72,16 +76,13 @@ __device__ __forceinline__ qm::ChannelConsts finalize_channel(const KvPrepParams
   }
   const qm::ChannelConsts c = qm::channel_consts(st, p.smooth_k, p.smooth_v, fp8_pv(p.mode),
                                                  p.v_headroom, p.alpha != nullptr);
-  if (write_out) {
-    const int64_t o = static_cast<int64_t>(head) * p.dpad + d;
-    if (p.k_mean != nullptr) p.k_mean[o] = c.mu_k;
-    if (int8_qk(p.mode)) {
-      p.v_mean[o] = c.mu_v;
-      p.v_scale[o] = c.v_scale;
-    }
-    if (p.alpha != nullptr) p.alpha[o] = c.alpha;
+  const int64_t o = static_cast<int64_t>(head) * p.dpad + d;
+  if (p.k_mean != nullptr) p.k_mean[o] = c.mu_k;
+  if (int8_qk(p.mode)) {
+    p.v_mean[o] = c.mu_v;
+    p.v_scale[o] = c.v_scale;
   }
-  return c;
+  if (p.alpha != nullptr) p.alpha[o] = c.alpha;
 }
 
 }  // namespace prep

@@ -73,7 +73,7 @@ class CudaKvCache final : public KvCacheImpl {
     if (length_ == 0) {
       const int64_t floats = kv_stats_partial_floats(static_cast<int>(heads_), dpad_);
       p.partials = static_cast<float*>(backend_.workspace(floats * sizeof(float)));
-      cuda_check(launch_kv_stats_reduce(p, s), "cache statistics kernel launch");
+      cuda_check(launch_kv_stats(p, s), "cache statistics kernel launch");
     }
     cuda_check(launch_kv_quantize(p, s, length_ == 0), "cache quantization kernel launch");
     length_ += a.n;

@@ -381,6 +381,7 @@ __global__ void __launch_bounds__(kSmallThreads, 1)
       cs.q_absmax = BF16 ? __uint_as_float(qmax_bits << 16)
                          : __half2float(__ushort_as_half(static_cast<unsigned short>(qmax_bits)));
       cs.valid = L;
+      cs.k_rows = L;  // every key (at most 256: the sample of stats_stride is all of them)
       const qm::ChannelConsts cc =
           qm::channel_consts(cs, P.smooth_k != 0, false, false, 1.f, P.balance != 0);
       kmu = cc.mu_k;

@@ -3,9 +3,10 @@
 // any change here changes both, and the GPU tests compare the two.
 //
 // Conventions (see also include/int8attn.h, int8attn_quantize):
-//   K smoothing:   k' = k − μ_K,  μ_K[c] = mean over the valid tokens of the head (exact: softmax
-//                  is invariant to adding q·μ_K to every score of a row).
-//   channel balance (optional): q'[c] = q[c]/α_c, k'[c] = k[c]·α_c, α_c = sqrt(max|q_c|/max|k_c|).
+//   K smoothing:   k' = k − μ_K,  μ_K[c] = mean over a sample of the head's valid tokens (exact:
+//                  softmax is invariant to adding q·μ_K to every score of a row; stats_stride).
+//   channel balance (optional): q'[c] = q[c]/α_c, k'[c] = k[c]·α_c, α_c = sqrt(max|q_c|/max|k_c|)
+//                  (maxima over the same samples of Q and K).
 //   INT8:          s = multiplier·absmax/127 (1 if that is not a normal positive float),
 //                  x_q = clamp(rint(x · (1/s)), −127, 127)      (round half to even).
 //   scores:        s_ij = sm_scale · s_q[i] · s_k[j] · (q_q[i] · k_q[j])   (exact int32 dot).
@@ -82,12 +83,41 @@ I8A_HD float v_scale(float absmax_centered, bool fp8, float headroom) {
   return (s > kMinScale && s < 3.0e38f) ? s : 1.0f;
 }
 
-// One channel of one head's K/V statistics over its valid keys (`valid` of them).
+// Statistics from a sample of rows. K's mean and the channel maxima of K and Q only place the
+// quantization grid: any per-channel shift of K is exact inside the softmax and any balancing
+// factor is exact in q·k, so a sample changes the rounding, not the maths. They are taken over
+// every stride-th chunk of kStatsChunk rows (chunks 0, stride, 2·stride, ...), at least 8 chunks
+// where there are that many. V's range is what its FP8/fp16 encoding saturates on: V's
+// statistics, like the per-block and per-token scales, use every row.
+constexpr int kStatsChunk = 64;
+constexpr int kStatsMaxStride = 8;
+
+// The sampling stride for an operand of `rows` rows (the same for every batch of a call).
+I8A_HD int stats_stride(int64_t rows) {
+  const int64_t s = (rows + kStatsChunk - 1) / kStatsChunk / 8;
+  return s < 1 ? 1 : (s > kStatsMaxStride ? kStatsMaxStride : static_cast<int>(s));
+}
+
+// Whether row `row` is in the sample.
+I8A_HD bool stats_row_sampled(int64_t row, int stride) { return (row / kStatsChunk) % stride == 0; }
+
+// How many of rows [0, n) are in the sample.
+I8A_HD int64_t stats_sampled_rows(int64_t n, int stride) {
+  if (n <= 0) return 0;
+  const int64_t chunks = (n + kStatsChunk - 1) / kStatsChunk;
+  const int64_t last = (chunks - 1) / stride * stride;  // the last sampled chunk
+  const int64_t tail = n - last * kStatsChunk;
+  return last / stride * kStatsChunk + (tail < kStatsChunk ? tail : kStatsChunk);
+}
+
+// One channel of one head's K/V statistics: V's over its `valid` keys, K's over the `k_rows`
+// of them in the sample (stats_sampled_rows).
 struct ChannelStats {
   float sum_k = 0.0f, max_k = 0.0f, min_k = 0.0f;
   float sum_v = 0.0f, max_v = 0.0f, min_v = 0.0f;
   float q_absmax = 0.0f;  // max |q| of the channel over the queries that use the head (balancing)
   int valid = 0;
+  int k_rows = 0;
 };
 
 // The per-channel constants of K/V preparation, computed from the statistics by the CPU backend,
@@ -103,9 +133,8 @@ I8A_HD ChannelConsts channel_consts(const ChannelStats& s, bool smooth_k, bool s
     c.v_scale = v_scale(0.0f, fp8, headroom);
     return c;
   }
-  const float n = static_cast<float>(s.valid);
-  c.mu_k = smooth_k ? s.sum_k / n : 0.0f;
-  c.mu_v = smooth_v ? s.sum_v / n : 0.0f;
+  c.mu_k = smooth_k && s.k_rows > 0 ? s.sum_k / static_cast<float>(s.k_rows) : 0.0f;
+  c.mu_v = smooth_v ? s.sum_v / static_cast<float>(s.valid) : 0.0f;
   const float vabs = fmaxf(s.max_v - c.mu_v, c.mu_v - s.min_v);
   c.v_scale = v_scale(vabs, fp8, headroom);
   if (balance) c.alpha = balance_factor(s.q_absmax, fmaxf(s.max_k - c.mu_k, c.mu_k - s.min_k));

@@ -70,7 +70,8 @@ void CpuKvCache::append(const CacheAppend& a) {
     }
     if (first) {
       const std::vector<qm::ChannelConsts> cc =
-          channel_constants(k.data(), v.data(), n, D, nullptr, spec_.flags & INT8ATTN_FLAG_SMOOTH_K,
+          channel_constants(k.data(), v.data(), n, D, qm::stats_stride(n), nullptr,
+                            spec_.flags & INT8ATTN_FLAG_SMOOTH_K,
                             spec_.flags & INT8ATTN_FLAG_SMOOTH_V, fp8_, qm::kCacheHeadroom);
       s.mu_k.resize(D);
       s.mu_v.resize(D);

@@ -62,23 +62,27 @@ void quantize_rows_int8(const float* x, int64_t rows, int64_t d, int64_t dp, boo
 }
 
 std::vector<qm::ChannelConsts> channel_constants(const float* k, const float* v, int64_t rows,
-                                                 int64_t d, const float* q_absmax, bool smooth_k,
-                                                 bool smooth_v, bool fp8, float headroom) {
+                                                 int64_t d, int k_stride, const float* q_absmax,
+                                                 bool smooth_k, bool smooth_v, bool fp8,
+                                                 float headroom) {
   std::vector<qm::ChannelConsts> out(d);
   for (int64_t c = 0; c < d; ++c) {
     qm::ChannelStats st;
     st.valid = static_cast<int>(rows);
+    st.k_rows = static_cast<int>(qm::stats_sampled_rows(rows, k_stride));
     double sk = 0.0, sv = 0.0;
     st.max_k = st.max_v = -INFINITY;
     st.min_k = st.min_v = INFINITY;
     for (int64_t r = 0; r < rows; ++r) {
-      const float kx = k[r * d + c], vx = v[r * d + c];
-      sk += kx;
+      const float vx = v[r * d + c];
       sv += vx;
-      st.max_k = std::max(st.max_k, kx);
-      st.min_k = std::min(st.min_k, kx);
       st.max_v = std::max(st.max_v, vx);
       st.min_v = std::min(st.min_v, vx);
+      if (!qm::stats_row_sampled(r, k_stride)) continue;
+      const float kx = k[r * d + c];
+      sk += kx;
+      st.max_k = std::max(st.max_k, kx);
+      st.min_k = std::min(st.min_k, kx);
     }
     st.sum_k = static_cast<float>(sk);
     st.sum_v = static_cast<float>(sv);
@@ -141,7 +145,7 @@ void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out) {
     }
   const int64_t nunits = static_cast<int64_t>(out.units.size());
 
-  // Channel balancing needs max|q_c| over every query row that will use the unit.
+  // Channel balancing needs max|q_c| over the sampled query rows that will use the unit.
   std::vector<float> qmax;
   if (balance) {
     const int64_t G = p.Hq / Hkv;
@@ -150,7 +154,9 @@ void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out) {
       const int64_t b = bh / p.Hq, h = bh % p.Hq;
       std::vector<float> row(D);
       float* m = &per_head[bh * D];
+      const int stride = qm::stats_stride(p.Nq);
       for (int64_t i = 0; i < p.Nq; ++i) {
+        if (!qm::stats_row_sampled(i, stride)) continue;
         load_row(p.q.data, b * p.q.stride[0] + h * p.q.stride[1] + i * p.q.stride[2], p.q.stride[3],
                  D, p.dtype, row.data());
         for (int64_t c = 0; c < D; ++c) m[c] = std::max(m[c], std::fabs(row[c]));
@@ -177,9 +183,9 @@ void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out) {
       return;
     }
     const bool smooth_k = p.flags & INT8ATTN_FLAG_SMOOTH_K;
-    const std::vector<qm::ChannelConsts> cc =
-        channel_constants(k.data(), v.data(), L, D, balance ? &qmax[ui * D] : nullptr, smooth_k,
-                          p.flags & INT8ATTN_FLAG_SMOOTH_V, fp8, qm::kForwardHeadroom);
+    const std::vector<qm::ChannelConsts> cc = channel_constants(
+        k.data(), v.data(), L, D, qm::stats_stride(p.Nk), balance ? &qmax[ui * D] : nullptr,
+        smooth_k, p.flags & INT8ATTN_FLAG_SMOOTH_V, fp8, qm::kForwardHeadroom);
     if (smooth_k) u.k_mu.resize(D);
     if (balance) u.alpha.resize(D);
     u.v_mu.resize(D);

@@ -37,10 +37,13 @@ void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out);
 
 // Shared helpers (also used by the cache).
 // Per-channel constants (qm::channel_consts) of `rows` rows of K and V (row stride d), sums in
-// double; q_absmax: [d] max |q| per channel when balancing, else null.
+// double: V's statistics over every row, K's over the rows sampled with `k_stride`
+// (qm::stats_stride of the call's key count); q_absmax: [d] max |q| per channel when
+// balancing, else null.
 std::vector<qm::ChannelConsts> channel_constants(const float* k, const float* v, int64_t rows,
-                                                 int64_t d, const float* q_absmax, bool smooth_k,
-                                                 bool smooth_v, bool fp8, float headroom);
+                                                 int64_t d, int k_stride, const float* q_absmax,
+                                                 bool smooth_k, bool smooth_v, bool fp8,
+                                                 float headroom);
 // Per-token INT8 quantization of `rows` rows of fp32 data (row stride d) into int8 rows of
 // stride dp; one scale per token, or one per group of 64 tokens when per_block.
 void quantize_rows_int8(const float* x, int64_t rows, int64_t d, int64_t dp, bool per_block,

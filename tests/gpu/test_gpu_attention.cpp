@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,7 @@ struct Case {
   int64_t mask_qb = 128, mask_kb = 64;
   float scale_multiplier = 1.f;  // of the INT8 scales; below 1 the quantizers clip
   uint64_t seed = 1;
+  std::function<void(t::Inputs&)> edit;  // changes the generated inputs (e.g. an outlier row)
 };
 
 struct Outcome {
@@ -97,6 +99,7 @@ class GpuAttention : public ::testing::Test {
       in.k.resize(static_cast<size_t>(c.Hkv * c.Nk * c.D));
       in.v.resize(in.k.size());
     }
+    if (c.edit) c.edit(in);
     const t::HostTensor hq =
         t::HostTensor::from_values(in.q, c.dtype, c.layout, c.B, c.Hq, c.Nq, c.D);
     const t::HostTensor hk =
@@ -508,11 +511,11 @@ TEST_F(GpuAttention, ValidLengthsFarApartPerBatch) {
       }
 }
 
-// Problems whose quantization grid exceeds two CTAs per SM take the separate statistics,
-// finalize and quantization launches (the smaller ones above fold the finalize into the
-// quantization CTAs): padded head dims 64, 96 and 128, GQA, per-batch valid lengths (one batch's
-// keys end mid-tile), bf16 NHD, per-block K scales, the LSE, channel balancing's Q statistics.
-TEST_F(GpuAttention, LargeProblemsTakeTheSeparatePreparationLaunches) {
+// Statistics over several CTAs per head (the head's last CTA finalizes), K's and Q's from a
+// sample of rows (2500 keys: every fourth 64-key chunk): padded head dims 64, 96 and 128, GQA,
+// per-batch valid lengths (one batch's keys end mid-chunk), bf16 NHD, per-block K scales, the
+// LSE, channel balancing's Q statistics.
+TEST_F(GpuAttention, StatisticsOverManyCtasAndSampledRows) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
     for (int64_t D : {40, 72, 128})
       for (int variant = 0; variant < 2; ++variant) {
@@ -540,6 +543,24 @@ TEST_F(GpuAttention, LargeProblemsTakeTheSeparatePreparationLaunches) {
           EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode));
         }
       }
+}
+
+// V's range comes from every key, not from the sample K's statistics use: one value row 40x the
+// others' size in an unsampled chunk (key 100 of 4096) would otherwise saturate.
+TEST_F(GpuAttention, ValueRowsOutsideTheStatisticsSampleSetVsRange) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+    Case c;
+    c.mode = mode;
+    c.Nq = 256;
+    c.Nk = 4096;
+    c.edit = [&](t::Inputs& in) {
+      for (int64_t h = 0; h < c.Hkv; ++h)
+        for (int64_t d = 0; d < c.D; ++d) in.v[(h * c.Nk + 100) * c.D + d] *= 40.0f;
+    };
+    Outcome r;
+    run(c, r);
+    expect_bar(c, r, name(c) + " value row 100 x40");
+  }
 }
 
 // Per-block K scales with a key count that is a multiple of 64 but not of the wgmma kernel's
