@@ -114,42 +114,79 @@ def test_sageattn_rejects_unknown_arguments():
 
 
 # ---- routing ----------------------------------------------------------------------------------
-def _table(ratio_fast):
+def _table(ratio_fast, ratio_fast_96=None):
+    """A table with batch x heads levels 24 and 96 (the second level as the first unless given)."""
+    levels = [ratio_fast, ratio_fast_96 or ratio_fast]
     return _routing.RouteTable({
         "device": "test GPU", "capability": [9, 0], "head_dims": [64, 128],
-        "nq": [1024, 4096], "nk": [77, 1024, 4096],
-        "ratio": {"fast": {"64": ratio_fast, "128": ratio_fast}}})
+        "batch_heads": [24, 96], "nq": [1024, 4096], "nk": [77, 1024, 4096],
+        "ratio": {"fast": {"64": levels, "128": levels}}})
 
 
 def test_route_table_nearest_point():
-    t = _table([[0.5, 0.9, None], [0.4, 1.2, 1.5]])
-    assert t.ratio_for(3, 40, 1000, 77) == 0.5       # D rounds up to 64, nearest lengths
-    assert t.ratio_for(3, 64, 5000, 3000) == 1.5
-    assert t.ratio_for(3, 96, 1024, 4096) == 0.9     # (1024, 4096) not measured: next nearest Nk
-    assert t.ratio_for(3, 256, 4096, 900) == 1.2     # beyond the largest D: the largest
-    assert t.ratio_for(2, 64, 1024, 77) is None      # mode not measured
-    with pytest.raises(ValueError, match="not 2x3"):
-        _routing.RouteTable({"capability": [9, 0], "head_dims": [64], "nq": [1, 2],
-                             "nk": [1, 2, 3], "ratio": {"fast": {"64": [[1.0]]}}})
+    t = _table([[0.5, 0.9, None], [0.4, 1.2, 1.5]], [[0.6, 1.1, None], [0.5, 1.3, 1.6]])
+    assert t.ratio_for(3, 40, 1000, 77, 24) == 0.5       # D rounds up to 64, nearest lengths
+    assert t.ratio_for(3, 64, 5000, 3000, 20) == 1.5
+    assert t.ratio_for(3, 96, 1024, 4096, 24) == 0.9     # (1024, 4096) not measured: next Nk
+    assert t.ratio_for(3, 256, 4096, 900, 24) == 1.2     # beyond the largest D: the largest
+    assert t.ratio_for(2, 64, 1024, 77, 24) is None      # mode not measured
+    # batch x heads: the largest level not above the call's (the smallest below them all)
+    assert t.ratio_for(3, 64, 1024, 1024, 8) == 0.9
+    assert t.ratio_for(3, 64, 1024, 1024, 95) == 0.9
+    assert t.ratio_for(3, 64, 1024, 1024, 96) == 1.1
+    assert t.ratio_for(3, 64, 1024, 1024, 500) == 1.1
+    # lengths that are not multiples of 128 read the unaligned table, where there is one
+    u = _routing.RouteTable({
+        "device": "test GPU", "capability": [9, 0], "head_dims": [64], "batch_heads": [24],
+        "nq": [4096], "nk": [4096], "ratio": {"fast": {"64": [[[0.9]]]}},
+        "ratio_unaligned": {"fast": {"64": [[[1.1]]]}}})
+    assert u.ratio_for(3, 64, 4096, 4096, 48) == 0.9
+    assert u.ratio_for(3, 64, 4429, 4429, 48) == 1.1
+    assert u.ratio_for(3, 64, 4096, 4429, 48) == 1.1
+    assert t.ratio_for(3, 64, 4429, 4429, 24) == 1.5     # no second table: the first serves
+    with pytest.raises(ValueError, match="not 1x2x3"):
+        _routing.RouteTable({"capability": [9, 0], "head_dims": [64], "batch_heads": [24],
+                             "nq": [1, 2], "nk": [1, 2, 3], "ratio": {"fast": {"64": [[[1.0]]]}}})
+    with pytest.raises(ValueError, match="not 2x2x3"):
+        _routing.RouteTable({"capability": [9, 0], "head_dims": [64], "batch_heads": [24, 48],
+                             "nq": [1, 2], "nk": [1, 2, 3],
+                             "ratio": {"fast": {"64": [[[1.0, 1.0, 1.0]] * 2]}}})
 
 
 def test_prefer_sdpa_uses_the_device_table(monkeypatch):
     monkeypatch.setattr(_routing, "_tables", {(9, 0): _table([[0.5, 0.9, None],
+                                                              [0.4, 0.8, 1.5]],
+                                                             [[0.5, 0.9, None],
                                                               [0.4, 1.2, 1.5]])})
     monkeypatch.setattr(_routing, "_capability", {0: (9, 0), 1: (8, 0)})
     monkeypatch.setattr(_routing, "_decisions", {})
-    assert _routing.prefer_sdpa(0, 3, 64, 4096, 77)            # measured slower
-    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096)      # measured faster
-    assert not _routing.prefer_sdpa(1, 3, 64, 4096, 77)        # no table for sm80
-    assert not _routing.prefer_sdpa(-1, 3, 64, 4096, 77)       # CPU
-    assert not _routing.prefer_sdpa(0, 2, 64, 4096, 77)        # mode not measured
+    assert _routing.prefer_sdpa(0, 3, 64, 4096, 77, 24)            # measured slower
+    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 24)      # measured faster
+    assert _routing.prefer_sdpa(0, 3, 64, 4096, 1024, 24)          # slower with 24 heads,
+    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 1024, 96)      # faster with 96
+    assert not _routing.prefer_sdpa(1, 3, 64, 4096, 77, 24)        # no table for sm80
+    assert not _routing.prefer_sdpa(-1, 3, 64, 4096, 77, 24)       # CPU
+    assert not _routing.prefer_sdpa(0, 2, 64, 4096, 77, 24)        # mode not measured
     # the route rule of the processors: EXACT always SDPA on a GPU, never with "always"
-    assert _processors._route("auto", 0, 1, 64, 4096, 4096)
-    assert not _processors._route("always", 0, 3, 64, 4096, 77)
-    assert _processors._route("auto", 0, 3, 64, 4096, 77)
-    assert not _processors._route("auto", -1, 1, 64, 4096, 77)
+    assert _processors._route("auto", 0, 1, 64, 4096, 4096, 24)
+    assert not _processors._route("always", 0, 3, 64, 4096, 77, 24)
+    assert _processors._route("auto", 0, 3, 64, 4096, 77, 24)
+    assert not _processors._route("auto", -1, 1, 64, 4096, 77, 24)
     desc = _routing.describe()
-    assert desc[0]["routed_to_sdpa"]["fast"][64] == [(1024, 77), (1024, 1024), (4096, 77)]
+    assert desc[0]["routed_to_sdpa"]["fast"][64][24] == [(1024, 77), (1024, 1024), (4096, 77),
+                                                          (4096, 1024)]
+    assert desc[0]["routed_to_sdpa"]["fast"][64][96] == [(1024, 77), (1024, 1024), (4096, 77)]
+
+
+def test_processors_route_by_batch_times_heads(monkeypatch):
+    """The processors pass batch x query heads, from either layout."""
+    seen = []
+    monkeypatch.setattr(_processors, "_route", lambda *a: seen.append(a[-1]) or True)
+    proc = int8attn.Int8AttnProcessor(mode="fast")
+    q = randn(2, 3, 16, 8)  # HND: B=2, H=3
+    proc.attention(q, q, q, layout="HND", fallback_fn=lambda: q)
+    proc.attention(q, q, q, layout="NHD", fallback_fn=lambda: q)  # NHD: B=2, H=16
+    assert seen == [6, 32]
 
 
 def test_shipped_tables_load():

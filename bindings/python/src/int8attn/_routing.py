@@ -5,8 +5,10 @@ cross-attention, 1K-token layers) int8attn is slower than PyTorch's SDPA on the 
 The processors must never make a step slower, so for each call they ask :func:`prefer_sdpa`,
 which looks the call up in a table measured by ``bench/route_table.py`` on that GPU model: the
 speed of int8attn end-to-end (in the call's precision mode) relative to SDPA's cuDNN backend,
-on a grid of head dims × query lengths × key lengths. A call goes to SDPA where the nearest grid
-point (head dim rounded up, lengths nearest on a log scale) says int8attn is slower.
+on a grid of head dims × batch·heads × query lengths × key lengths. A call goes to SDPA where the
+nearest grid point (head dim rounded up, lengths nearest on a log scale, the largest measured
+batch·heads not above the call's) says int8attn is slower. cuDNN runs lengths that are not
+multiples of 128 slower, so such calls read a second grid measured at unaligned lengths.
 
 Tables live in ``routing/*.json`` inside the package, one per GPU compute capability; a GPU
 without a table (and every CPU call) always takes int8attn, since there is nothing measured to
@@ -25,7 +27,12 @@ _MODE_NAMES = {1: "exact", 2: "balanced", 3: "fast"}
 
 
 class RouteTable:
-    """One measured table: ``ratio[mode][head_dim][i_nq][i_nk]`` = SDPA time / int8attn time.
+    """One measured table: ``ratio[mode][head_dim][level][i_nq][i_nk]`` = SDPA time / int8attn
+    time, at ``batch_heads[level]`` (batch × query heads) attention problems of the same shape.
+
+    int8attn's fixed costs per call (launches, the K/V preparation's latency) weigh less the
+    more heads a call has, so the ratio at a shape grows with batch × heads: SD3's 48 (CFG
+    batch 2 × 24 heads) run faster in int8attn where SDXL's 20 do not.
 
     Attributes:
         device: The GPU the table was measured on.
@@ -38,31 +45,48 @@ class RouteTable:
         self.capability = tuple(int(x) for x in data["capability"])
         self.source = str(data.get("source", ""))
         self.head_dims: List[int] = sorted(int(d) for d in data["head_dims"])
+        self.batch_heads: List[int] = [int(x) for x in data["batch_heads"]]
         self.nq: List[int] = [int(x) for x in data["nq"]]
         self.nk: List[int] = [int(x) for x in data["nk"]]
-        self.ratio: Dict[str, Dict[int, List[List[Optional[float]]]]] = {
-            mode: {int(d): rows for d, rows in per_d.items()}
+        # lengths multiples of 128, and other lengths (cuDNN is slower there; without the
+        # second table, the first serves both)
+        self.ratio: Dict[str, Dict[int, List[List[List[Optional[float]]]]]] = {
+            mode: {int(d): levels for d, levels in per_d.items()}
             for mode, per_d in data["ratio"].items()}
-        for mode, per_d in self.ratio.items():
-            for d, rows in per_d.items():
-                if len(rows) != len(self.nq) or any(len(r) != len(self.nk) for r in rows):
+        self.ratio_unaligned = {
+            mode: {int(d): levels for d, levels in per_d.items()}
+            for mode, per_d in data.get("ratio_unaligned", data["ratio"]).items()}
+        shape = f"{len(self.batch_heads)}x{len(self.nq)}x{len(self.nk)}"
+        for mode, per_d in [*self.ratio.items(), *self.ratio_unaligned.items()]:
+            for d, levels in per_d.items():
+                if len(levels) != len(self.batch_heads) or any(
+                        len(rows) != len(self.nq) or any(len(r) != len(self.nk) for r in rows)
+                        for rows in levels):
                     raise ValueError(f"routing table {self.device}: ratio[{mode}][{d}] is not "
-                                     f"{len(self.nq)}x{len(self.nk)}")
+                                     f"{shape} (batch_heads x nq x nk)")
 
     @staticmethod
     def _nearest(grid: Sequence[int], n: int) -> int:
         x = math.log(max(n, 1))
         return min(range(len(grid)), key=lambda i: abs(math.log(grid[i]) - x))
 
-    def ratio_for(self, mode: int, head_dim: int, nq: int, nk: int) -> Optional[float]:
-        """The measured speed ratio nearest to this call (None where nothing was measured)."""
-        per_d = self.ratio.get(_MODE_NAMES.get(mode, ""))
+    def ratio_for(self, mode: int, head_dim: int, nq: int, nk: int,
+                  batch_heads: int) -> Optional[float]:
+        """The measured speed ratio nearest to this call (None where nothing was measured):
+        head dim rounded up, lengths nearest on a log scale, and the largest level of batch ×
+        heads not above the call's (the smallest for fewer): int8attn gains with more heads,
+        so a level below never overstates its speed. Lengths that are not both multiples of
+        128 read the unaligned table."""
+        table = self.ratio if nq % 128 == 0 and nk % 128 == 0 else self.ratio_unaligned
+        per_d = table.get(_MODE_NAMES.get(mode, ""))
         if not per_d:
             return None
         d = next((h for h in self.head_dims if h >= head_dim), self.head_dims[-1])
-        rows = per_d.get(d)
-        if rows is None:
+        levels = per_d.get(d)
+        if levels is None:
             return None
+        level = max((i for i, n in enumerate(self.batch_heads) if n <= batch_heads), default=0)
+        rows = levels[level]
         # The nearest grid point that was measured (cells with Nk much larger than Nq are not).
         iq = self._nearest(self.nq, nq)
         order = sorted(range(len(self.nk)), key=lambda i: abs(math.log(self.nk[i]) -
@@ -106,10 +130,12 @@ def _device_capability(device_index: int) -> Tuple[int, int]:
     return cap
 
 
-def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int) -> bool:
-    """True when SDPA is measured faster than int8attn for this CUDA call (``device_index`` is
-    the tensor's CUDA device; CPU calls (-1) always take int8attn)."""
-    key = (device_index, mode, head_dim, nq, nk)
+def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
+                batch_heads: int) -> bool:
+    """True when SDPA is measured faster than int8attn for this CUDA call of ``batch_heads``
+    (batch × query heads) heads (``device_index`` is the tensor's CUDA device; CPU calls (-1)
+    always take int8attn)."""
+    key = (device_index, mode, head_dim, nq, nk, batch_heads)
     hit = _decisions.get(key)
     if hit is not None:
         return hit
@@ -117,22 +143,24 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int) -
     if device_index >= 0:
         table = table_for(_device_capability(device_index))
         if table is not None:
-            r = table.ratio_for(mode, head_dim, nq, nk)
+            r = table.ratio_for(mode, head_dim, nq, nk, batch_heads)
             decision = r is not None and r < 1.0
     _decisions[key] = decision
     return decision
 
 
 def describe() -> List[Dict[str, Any]]:
-    """The shipped tables and, per mode and head dim, the shapes routed to SDPA (for docs and
-    ``int8attn.info()``-style reports)."""
+    """The shipped tables and, per mode, head dim and batch × heads, the shapes (Nq, Nk) routed
+    to SDPA (for docs and ``int8attn.info()``-style reports)."""
     out = []
     for t in tables().values():
-        routed = {}
+        routed: Dict[str, Dict[int, Dict[int, List[Tuple[int, int]]]]] = {}
         for mode, per_d in t.ratio.items():
-            routed[mode] = {d: [(t.nq[i], t.nk[j]) for i, row in enumerate(rows)
-                                for j, r in enumerate(row) if r is not None and r < 1.0]
-                            for d, rows in per_d.items()}
+            routed[mode] = {
+                d: {bh: [(t.nq[i], t.nk[j]) for i, row in enumerate(rows)
+                         for j, r in enumerate(row) if r is not None and r < 1.0]
+                    for bh, rows in zip(t.batch_heads, levels)}
+                for d, levels in per_d.items()}
         out.append({"device": t.device, "capability": t.capability, "source": t.source,
                     "routed_to_sdpa": routed})
     return out

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Whole steps of one model, stock and int8attn configurations alternated: separates a real
+difference from drift and from inductor's compile-to-compile variance.
+
+``bench/pipeline.py`` measures each configuration once, one after another, so a slow drift of the
+machine (clocks, temperature) reads as a difference between configurations: on SD3 at 1024 px it
+put FAST 2.6% behind stock where alternated rounds put it 1.5% ahead. This script times
+``--rounds`` rounds per mode, each round every configuration (the order reversed every other
+round), and reports per configuration the median step of each round and the ratio to the first
+configuration (geometric mean over rounds). Eager steps use the installed processors; compiled
+ones compile each round afresh (FX graph cache off: inductor picks reduction kernels by timing
+them, so two compilations of one graph can differ by ~1%), and the graphs dynamo captures are
+compared (identical operations: the processors add nothing to the compiled step).
+
+Usage::
+
+    python3 bench/step_ab.py --model sd3 --configs sdpa,fast,policy --modes eager,compile \
+        --rounds 2 --out OUT
+
+Writes OUT/step_ab.json and OUT/step_ab.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+from typing import Any, Dict, List, Tuple
+
+os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")  # before torch is imported
+os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pipeline as P  # noqa: E402  (model building, processors, policy)
+import pipeline_models as pm  # noqa: E402
+
+
+def graph_ops(model: torch.nn.Module, inputs: Dict[str, Any], step: Any) -> List[Tuple[str, str]]:
+    """The (op, target) sequence of every graph dynamo captures for one step (no compiling)."""
+    ops: List[Tuple[str, str]] = []
+
+    def record(gm: torch.fx.GraphModule, example: Any) -> Any:
+        ops.extend((n.op, str(n.target)) for n in gm.graph.nodes)
+        return gm.forward
+
+    torch._dynamo.reset()
+    step(torch.compile(model, backend=record))
+    return ops
+
+
+def time_steps(fn: Any, step: Any, warmup: int, steps: int) -> List[float]:
+    """Milliseconds of each of ``steps`` steps after ``warmup`` (CUDA events, synchronised)."""
+    for _ in range(warmup):
+        step(fn)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(steps):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        step(fn)
+        e1.record()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1))
+    return times
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, choices=pm.MODEL_NAMES)
+    ap.add_argument("--configs", default="sdpa,policy",
+                    help="comma list, the first the reference (default sdpa,policy)")
+    ap.add_argument("--modes", default="eager,compile", help="eager, compile or both")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds per mode (default 2)")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
+    ap.add_argument("--warmup", type=int, default=4, help="steps before timing")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    configs = args.configs.split(",")
+    modes = args.modes.split(",")
+    unknown = [c for c in configs if c not in P.CONFIGS]
+    if unknown or len(set(configs)) != len(configs):
+        ap.error(f"--configs: unknown or repeated {', '.join(unknown) or args.configs} "
+                 f"(choose from {', '.join(P.CONFIGS)})")
+    if not modes or any(m not in ("eager", "compile") for m in modes):
+        ap.error(f"--modes: expected eager and/or compile, got {args.modes!r}")
+    if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
+        ap.error("--rounds and --steps must be >= 1, --warmup >= 0")
+    if not torch.cuda.is_available():
+        ap.error("needs a CUDA GPU (step times)")
+    import int8attn
+
+    spec = pm.FULL[args.model]
+    dev = torch.device("cuda")
+    model = P.build_model(spec, dev)
+    inputs = pm.make_inputs(spec, dev)
+    saved = dict(model.attn_processors)
+    policy_steps = 6
+
+    def stepper(config: str) -> Any:
+        def step(fn: Any) -> Any:
+            if config == "policy":  # an ordinary (FAST) step of the policy
+                int8attn.set_timestep(model, 2)
+            with torch.no_grad(), P.backend_context(config):
+                return fn(**inputs)
+        return step
+
+    results: Dict[str, Any] = {"model": args.model, "torch": torch.__version__,
+                               "gpu": torch.cuda.get_device_name(), "rounds": [],
+                               "command": "python3 bench/step_ab.py " + " ".join(sys.argv[1:])}
+    graphs: Dict[str, List[Tuple[str, str]]] = {}
+    for mode in modes:
+        for r in range(args.rounds):
+            for config in configs if r % 2 == 0 else configs[::-1]:
+                P.install(model, config, policy_steps)
+                step = stepper(config)
+                if mode == "compile":
+                    if r == 0:
+                        graphs[config] = graph_ops(model, inputs, step)
+                    torch._dynamo.reset()
+                    fn = torch.compile(model)
+                else:
+                    fn = model
+                times = time_steps(fn, step, args.warmup, args.steps)
+                P.restore(model, saved)
+                row = {"mode": mode, "round": r, "config": config,
+                       "median_ms": statistics.median(times), "min_ms": min(times),
+                       "max_ms": max(times)}
+                results["rounds"].append(row)
+                print(f"{mode} round {r} {config:10s} median {row['median_ms']:.2f} ms "
+                      f"(min {row['min_ms']:.2f}, max {row['max_ms']:.2f})", flush=True)
+    # per mode and configuration: the reference's median step / the configuration's, per round
+    results["ratios"] = {}
+    for mode in modes:
+        med = {(x["round"], x["config"]): x["median_ms"] for x in results["rounds"]
+               if x["mode"] == mode}
+        results["ratios"][mode] = {
+            c: math.exp(statistics.fmean(math.log(med[(r, configs[0])] / med[(r, c)])
+                                         for r in range(args.rounds))) for c in configs}
+    if graphs:
+        first = graphs[configs[0]]
+        results["graphs"] = {c: {"nodes": len(g), "same_as_" + configs[0]: g == first}
+                             for c, g in graphs.items()}
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "step_ab.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    lines = [f"# Whole steps, configurations alternated: {args.model}", "",
+             f"{results['gpu']}, torch {results['torch']}; command: `{results['command']}`", "",
+             f"Ratio: {configs[0]}'s median step / the configuration's (> 1: faster), geometric "
+             "mean over the rounds.", "",
+             "| mode | config | " + " | ".join(f"round {r} median ms" for r in range(args.rounds))
+             + " | ratio |", "|---|---|" + "---|" * (args.rounds + 1)]
+    for mode in modes:
+        for c in configs:
+            meds = [x["median_ms"] for x in results["rounds"]
+                    if x["mode"] == mode and x["config"] == c]
+            lines.append(f"| {mode} | {c} | " + " | ".join(f"{m:.2f}" for m in meds)
+                         + f" | {results['ratios'][mode][c]:.3f} |")
+    if graphs:
+        lines += ["", "Captured graphs: " + "; ".join(
+            f"{c} {g['nodes']} nodes" + (f", identical to {configs[0]}'s" if c != configs[0] and
+                                         g["same_as_" + configs[0]] else "")
+            for c, g in results["graphs"].items())]
+    lines.append("")
+    with open(os.path.join(args.out, "step_ab.md"), "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
