@@ -195,6 +195,20 @@ def test_shipped_tables_load():
         assert t.head_dims and t.nq and t.nk and set(t.ratio) <= {"exact", "balanced", "fast"}
 
 
+def test_processor_output_is_laid_out_like_sdpa():
+    """Eager HND outputs are [B, N, H, D] memory viewed as [B, H, N, D], as SDPA's cuDNN and
+    flash backends return theirs: the processors' transpose + reshape is then a view."""
+    proc = int8attn.Int8AttnProcessor(mode="fast", route="always")
+    q, k, v = (randn(2, 3, 40, 16, seed=s) for s in range(3))
+    o = proc.attention(q, k, v, layout="HND")
+    ref = int8attn.attention(q, k, v, mode="fast", k_granularity="block")
+    assert o.shape == q.shape and torch.equal(o, ref)
+    assert o.transpose(1, 2).is_contiguous() and not ref.transpose(1, 2).is_contiguous()
+    qn, kn, vn = (x.transpose(1, 2).contiguous() for x in (q, k, v))  # NHD: as given
+    on = proc.attention(qn, kn, vn, layout="NHD")
+    assert on.is_contiguous() and torch.equal(on.transpose(1, 2), ref)
+
+
 def test_routed_calls_run_sdpa_and_are_counted(monkeypatch):
     proc = int8attn.Int8AttnProcessor(mode="fast")
     q, k, v = (randn(1, 2, 32, 16, seed=s) for s in range(3))

@@ -180,7 +180,7 @@ class Int8AttnProcessor:
         that calls :meth:`run` at run time (the step's mode, EXACT steps to SDPA)."""
         if not _torch_op._is_compiling():
             return self.run(query, key, value, layout=layout, causal=causal, scale=scale,
-                            fallback_fn=fallback_fn)
+                            fallback_fn=fallback_fn, out_like_sdpa=True)
         # Where even the fastest mode in use loses to SDPA, the graph holds SDPA itself.
         n, h = (1, 2) if layout == "NHD" else (2, 1)
         if fallback_fn is not None and _route_at_trace(
@@ -204,9 +204,15 @@ class Int8AttnProcessor:
 
     def run(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
             layout: str, causal: bool = False, scale: Optional[float] = None,
-            fallback_fn: Optional[Callable[[], torch.Tensor]] = None) -> torch.Tensor:
+            fallback_fn: Optional[Callable[[], torch.Tensor]] = None,
+            out_like_sdpa: bool = False) -> torch.Tensor:
         """The call itself, decided now: the step's mode, the route, int8attn or the
-        fallback (eager code, and the kernel of ``int8attn::processor_attention``)."""
+        fallback (eager code, and the kernel of ``int8attn::processor_attention``).
+
+        ``out_like_sdpa``: an HND output is allocated as SDPA's cuDNN and flash backends
+        allocate theirs, [B, N, H, D] memory viewed as [B, H, N, D], so the processors' next
+        step, ``o.transpose(1, 2).reshape(B, N, H * D)``, is a view instead of a copy (eager
+        calls only: a compiled graph's op keeps the layout its fake output promised)."""
         mode = self._mode_now()
         if fallback_fn is not None and self.routes_to_sdpa(query, key, layout, mode):
             self._count("sdpa_routed")
@@ -219,10 +225,14 @@ class Int8AttnProcessor:
         # With a policy the library takes the step's mode itself (mode 0, DEFAULT) unless this
         # processor has an explicit mode, which wins (the policy's multiplier still applies).
         mode_arg = 0 if use_policy and self.mode == Mode.DEFAULT else mode
+        out = None
+        if out_like_sdpa and layout == "HND" and q.dim() == 4:
+            b, h, n, d = q.shape
+            out = q.new_empty((b, n, h, d)).transpose(1, 2)
         try:
             o = _torch_op.call(q, k, v, mode_arg, causal, scale, layout,
                                self.policy.handle if use_policy else 0,
-                               self.timestep if use_policy else -1, kg)
+                               self.timestep if use_policy else -1, kg, out)
         except NotSupportedError:
             if not self.fallback or fallback_fn is None:
                 raise

@@ -36,13 +36,22 @@ def _kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int = 0,
     """The op's kernel: ``O`` of q, k, v in ``layout``; ``policy`` is a raw
     ``int8attn_policy_t*`` (``TimestepPolicy.handle``) or 0; ``k_granularity`` an
     ``INT8ATTN_GRANULARITY_*`` value (0 = the library's default)."""
+    return _attend(q, k, v, mode, causal, sm_scale, layout, policy, timestep, k_granularity,
+                   None)
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int, causal: bool,
+            sm_scale: float, layout: str, policy: int, timestep: int, k_granularity: int,
+            out: Optional[torch.Tensor]) -> torch.Tensor:
+    """The attention into ``out`` (None: a new tensor like q): the low-overhead path, else the
+    general one."""
     kg = k_granularity or None
     o = _attention_torch(q, k, v, mode, causal, sm_scale or None, layout, policy or None,
-                         timestep if policy else None, None, kg)
+                         timestep if policy else None, out, kg)
     if o is None:  # not a case of the low-overhead path: the general one
         o = _api.attention(q, k, v, mode=mode, causal=causal, sm_scale=sm_scale or None,
                            layout=layout, policy=policy or None,
-                           timestep=timestep if policy else None, k_granularity=kg,
+                           timestep=timestep if policy else None, k_granularity=kg, out=out,
                            _warn_override=False)  # the op's documented rule, no warning
     return o
 
@@ -128,11 +137,12 @@ _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", _compi
 
 def call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mode: int, causal: bool,
          sm_scale: Optional[float], layout: str, policy: int, timestep: int,
-         k_granularity: int = 0) -> torch.Tensor:
+         k_granularity: int = 0, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Attention for torch code: the op while ``torch.compile`` traces (an opaque node in the
-    graph), the direct low-overhead call in eager mode. ``policy`` is a raw handle or 0."""
+    graph), the direct low-overhead call in eager mode. ``policy`` is a raw handle or 0;
+    ``out`` (eager calls only; the op allocates its own) the output tensor to write."""
     if _is_compiling():
         return attention_op(q, k, v, mode, causal, float(sm_scale or 0.0), layout, policy,
                             timestep if policy else -1, k_granularity)
-    return _kernel(q, k, v, mode, causal, sm_scale or 0.0, layout, policy, timestep,
-                   k_granularity)
+    return _attend(q, k, v, mode, causal, sm_scale or 0.0, layout, policy, timestep,
+                   k_granularity, out)
