@@ -9,7 +9,7 @@ int8attn end-to-end in each mode as the diffusers processors call it (FAST with 
 the processors' text K/V cache could save). Writes:
 
 - ``--table PATH``: the table the package ships (``int8attn/routing/sm<cc>.json``): per mode,
-  head dim and batch × heads (24, 48, 96), SDPA-cuDNN time / int8attn time at each grid point,
+  head dim and batch × heads (12, 24, 48, 96), SDPA-cuDNN time / int8attn time at each grid point,
   and again at lengths that are not multiples of 128 (cuDNN is slower there);
 - ``OUT/route_table.json`` and ``OUT/route_table.md``: every time and ratio, and the short-key
   and mid-size summary.
@@ -36,14 +36,15 @@ HEAD_DIMS = (40, 64, 80, 128, 160)
 NQ = (256, 1024, 2048, 4096, 8192, 16384)
 NK = (77, 256, 512, 1024, 2048, 4096, 8192, 16384)
 BATCH = 2  # a CFG batch
-# Query heads per level of batch × heads: 12 (between SD1.5's 8 and Flux's 24 heads: 24 heads
-# in all), 24 (SD3 and Flux with CFG: 48) and 48 (96). int8attn's fixed costs per call weigh
-# less with more heads, so the ratio at a shape grows with them.
-HEADS = (12, 24, 48)
+# Query heads per level of batch × heads, the first the full grid: 12 (24 heads in all: Flux
+# and Wan), 6 (12: calls with 12-23, SD1.5's 16 and SDXL's 20, read it), 24 (48: SD3) and 48
+# (96: CogVideoX). int8attn's fixed costs per call weigh less with more heads, so the ratio at a
+# shape grows with them.
+HEADS = (12, 6, 24, 48)
 MODES = ("exact", "balanced", "fast")
-# Above the first level only where int8attn can win (self- or joint attention of 1K+ keys, up to
-# 8K queries; 16K queries are large enough at the first level) and only the modes the processors
-# route by (EXACT always goes to SDPA); the other cells take the level below's ratio.
+# Other levels than the first only where int8attn can win (self- or joint attention of 1K+ keys,
+# up to 8K queries) and only the modes the processors route by (EXACT always goes to SDPA); the
+# other cells take the first level's ratio.
 LEVEL_NQ = (2048, 4096, 8192)
 LEVEL_MODES = ("balanced", "fast")
 # cuDNN runs lengths that are not multiples of 128 at ~20% less speed (H100, D=64: 390 against
@@ -115,7 +116,7 @@ def measure(heads: int, d: int, n_q: int, n_k: int, offset: int) -> dict:
 
 def table_json(rows, dims, meta) -> dict:
     """The package's table: per mode, head dim and level of batch × heads, the [nq][nk] grid of
-    ratios; a cell not measured at a level takes the level below's ratio."""
+    ratios; a cell not measured at a level takes the first level's ratio."""
     nq = sorted({r["nq"] for r in rows})
     nk = sorted({r["nk"] for r in rows})
     levels = sorted({r["batch_heads"] for r in rows})
@@ -127,14 +128,20 @@ def table_json(rows, dims, meta) -> dict:
         return round(x, 3) if x is not None else None
 
     def grids(mode, d, offset, aligned=None):
-        # a cell not measured: the level below's (unaligned: the aligned table's first)
-        out = []
-        for i, bh in enumerate(levels):
-            out.append([[next((x for x in (cell(bh, mode, d, a, b, offset),
-                                           aligned[i][ia][ib] if aligned else None,
-                                           out[i - 1][ia][ib] if i else None)
-                               if x is not None), None)
-                         for ib, b in enumerate(nk)] for ia, a in enumerate(nq)])
+        # a cell not measured: the aligned table's at that level (for the unaligned one), else
+        # the first level's
+        def level(i, first):
+            return [[next((x for x in (cell(levels[i], mode, d, a, b, offset),
+                                       aligned[i][ia][ib] if aligned else None,
+                                       first[ia][ib] if first else None) if x is not None), None)
+                     for ib, b in enumerate(nk)] for ia, a in enumerate(nq)]
+
+        base = levels.index(BATCH * HEADS[0])
+        out = [None] * len(levels)
+        out[base] = level(base, None)
+        for i in range(len(levels)):
+            if i != base:
+                out[i] = level(i, out[base])
         return out
 
     ratio, ratio_unaligned = {}, {}
@@ -151,7 +158,7 @@ def table_json(rows, dims, meta) -> dict:
             "note": "SDPA-cuDNN time / int8attn end-to-end time, fp16, batch "
                     f"{BATCH} x query heads per level; ratio_unaligned: at lengths + "
                     f"{UNALIGNED}, for calls whose lengths are not multiples of 128; cells not "
-                    "measured take the aligned table's ratio, else the level below's; made by "
+                    "measured take the aligned table's ratio, else the first level's; made by "
                     "bench/route_table.py"}
 
 
