@@ -528,14 +528,16 @@ pub const INT8ATTN_GRANULARITY_PER_BLOCK: int8attn_granularity_values = 1;
 pub const INT8ATTN_GRANULARITY_PER_TOKEN: int8attn_granularity_values = 2;
 #[doc = " @brief Quantization scale granularity (`q_granularity`, `k_granularity`)."]
 pub type int8attn_granularity_values = u32;
-#[doc = " Subtract K's per-channel mean over the (valid) tokens before quantizing K; softmax is"]
-#[doc = "  invariant to it. On by default."]
+#[doc = " Subtract K's per-channel mean before quantizing K; softmax is invariant to it (to any"]
+#[doc = "  per-channel shift, so the mean is taken over a sample of the valid tokens: every 64-token"]
+#[doc = "  chunk up to 1,023 tokens, at least 8 chunks beyond). On by default."]
 pub const INT8ATTN_FLAG_SMOOTH_K: int8attn_flag_values = 1;
 #[doc = " Subtract V's per-channel mean before quantizing V and add it back to O (rows of P sum"]
 #[doc = "  to 1). On by default."]
 pub const INT8ATTN_FLAG_SMOOTH_V: int8attn_flag_values = 2;
 #[doc = " Channel balancing: scale channel c of Q by 1/α_c and of K by α_c, with"]
-#[doc = "  α_c = sqrt(max|q_c| / max|k_c|), before quantizing (q·k is unchanged). Helps inputs with"]
+#[doc = "  α_c = sqrt(max|q_c| / max|k_c|) (maxima over the same samples of Q and K as K's mean),"]
+#[doc = "  before quantizing (q·k is unchanged). Helps inputs with"]
 #[doc = "  outlier channels in only one of Q and K. On by default for int8attn_forward() (not"]
 #[doc = "  applicable to a cache, whose K is quantized before any Q is seen)."]
 pub const INT8ATTN_FLAG_BALANCE_CHANNELS: int8attn_flag_values = 4;
