@@ -1,8 +1,8 @@
 // The K/V preparation kernels, sized to the chip by their launchers: statistics of K and V
 // (and max |q|) over token ranges, accumulated per head with global atomics and finalized by a
-// head's last CTA, and the quantization of 64-token tiles (bodies in prepare_kv_bodies.cuh). Each kernel is compiled for
-// both load paths (kVec: 16-byte loads of contiguous, aligned rows; else strided loads), which
-// the launchers pick per operand.
+// head's last CTA, and the quantization of 64-token tiles (bodies in prepare_kv_bodies.cuh).
+// Each kernel is compiled for both load paths (kVec: 16-byte loads of contiguous, aligned rows;
+// else strided loads), which the launchers pick per operand.
 #include <atomic>
 #include <cstdint>
 
@@ -147,26 +147,35 @@ bool kv_prep_vectorizable(const KvPrepParams& p) {
          rows_vectorizable(p.v.data, p.v.stride, p.D);
 }
 
-int stats_ctas_per_sm(const KvPrepParams& p) {
+namespace {
+
+// f(kKvVec, kQVec) with p's load paths of K/V and of Q as std::bool_constant arguments (Q's
+// counts as vectorised when balancing does not read it).
+template <typename F>
+auto with_stats_paths(const KvPrepParams& p, F&& f) {
   const bool kv_vec = kv_prep_vectorizable(p), q_vec = !p.balance || q_stats_vectorizable(p);
-  if (kv_vec) return q_vec ? stats_ctas_per_sm<true, true>() : stats_ctas_per_sm<true, false>();
-  return q_vec ? stats_ctas_per_sm<false, true>() : stats_ctas_per_sm<false, false>();
+  using Yes = std::true_type;
+  using No = std::false_type;
+  if (kv_vec) return q_vec ? f(Yes{}, Yes{}) : f(Yes{}, No{});
+  return q_vec ? f(No{}, Yes{}) : f(No{}, No{});
+}
+
+}  // namespace
+
+int stats_ctas_per_sm(const KvPrepParams& p) {
+  return with_stats_paths(p, [](auto kv_v, auto q_v) {
+    return stats_ctas_per_sm<decltype(kv_v)::value, decltype(q_v)::value>();
+  });
 }
 
 cudaError_t launch_stats(const KvPrepParams& p, int ranges, int tokens_per_cta, int rows_per_cta,
                          cudaStream_t s, bool early) {
   const dim3 grid(ranges, p.heads_b * p.heads_h), block(kTileThreads);
-  const bool kv_vec = kv_prep_vectorizable(p), q_vec = !p.balance || q_stats_vectorizable(p);
-  auto go = [&](auto t, auto kv_v, auto q_v) {
-    using T = decltype(t);
-    return launch_kernel(stats_kernel<T, decltype(kv_v)::value, decltype(q_v)::value>, grid, block,
-                         0, s, early, p, tokens_per_cta, rows_per_cta);
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
   return dev::dispatch_half(p.dtype, [&](auto t) {
-    if (kv_vec) return q_vec ? go(t, Yes{}, Yes{}) : go(t, Yes{}, No{});
-    return q_vec ? go(t, No{}, Yes{}) : go(t, No{}, No{});
+    return with_stats_paths(p, [&](auto kv_v, auto q_v) {
+      return launch_kernel(stats_kernel<decltype(t), decltype(kv_v)::value, decltype(q_v)::value>,
+                           grid, block, 0, s, early, p, tokens_per_cta, rows_per_cta);
+    });
   });
 }
 

@@ -19,7 +19,7 @@ import threading
 import types
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -182,11 +182,9 @@ class Int8AttnProcessor:
             return self.run(query, key, value, layout=layout, causal=causal, scale=scale,
                             fallback_fn=fallback_fn, out_like_sdpa=True)
         # Where even the fastest mode in use loses to SDPA, the graph holds SDPA itself.
-        n, h = (1, 2) if layout == "NHD" else (2, 1)
-        if fallback_fn is not None and _route_at_trace(
-                self.route, query.get_device() if query.is_cuda else -1, self._fastest_mode,
-                int(query.shape[-1]), int(query.shape[n]), int(key.shape[n]),
-                int(query.shape[0]) * int(query.shape[h])):
+        device, *shape = _call_shape(query, key, layout)
+        if fallback_fn is not None and _route_at_trace(self.route, device, self._fastest_mode,
+                                                       *shape):
             return fallback_fn()
         if self.policy is not None:  # (not the step itself: a traced int becomes a guard)
             return _torch_op.processor_attention(query, key, value, causal,
@@ -197,10 +195,8 @@ class Int8AttnProcessor:
     def routes_to_sdpa(self, query: torch.Tensor, key: torch.Tensor, layout: str,
                        mode: int) -> bool:
         """Whether a call of this shape in ``mode`` runs SDPA (see :func:`_route`)."""
-        n, h = (1, 2) if layout == "NHD" else (2, 1)
-        return _route(self.route, query.get_device() if query.is_cuda else -1, mode,
-                      query.shape[-1], query.shape[n], key.shape[n],
-                      query.shape[0] * query.shape[h])
+        device, *shape = _call_shape(query, key, layout)
+        return _route(self.route, device, mode, *shape)
 
     def run(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
             layout: str, causal: bool = False, scale: Optional[float] = None,
@@ -360,10 +356,18 @@ class Int8AttnProcessor:
                               fallback_fn=original)
 
 
+def _call_shape(query: torch.Tensor, key: torch.Tensor, layout: str) -> Tuple[int, ...]:
+    """What the routing looks a call up by: (CUDA device or -1, head dim, Nq, Nk, batch × query
+    heads), as plain ints (while tracing, shapes are static and these become constants)."""
+    n, h = (1, 2) if layout == "NHD" else (2, 1)
+    return (query.get_device() if query.is_cuda else -1, int(query.shape[-1]),
+            int(query.shape[n]), int(key.shape[n]), int(query.shape[0]) * int(query.shape[h]))
+
+
 def _route(route: str, device: int, mode: int, head_dim: int, nq: int, nk: int,
            batch_heads: int) -> bool:
-    """Whether a call (``batch_heads`` = batch × query heads) runs SDPA instead of int8attn:
-    on a CUDA ``device`` (-1 = CPU) with ``route="auto"``, EXACT calls always (fp16 attention
+    """Whether a call in ``mode`` (``batch_heads`` = batch × query heads) runs SDPA instead of
+    int8attn: on a CUDA ``device`` (-1 = CPU) with ``route="auto"``, EXACT calls always (fp16 attention
     is what SDPA's cuDNN backend is made for), the others where the routing table measured
     int8attn slower."""
     if route != "auto" or device < 0:

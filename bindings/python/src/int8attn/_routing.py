@@ -74,9 +74,9 @@ class RouteTable:
                   batch_heads: int) -> Optional[float]:
         """The measured speed ratio nearest to this call (None where nothing was measured):
         head dim rounded up, lengths nearest on a log scale, and the largest level of batch ×
-        heads not above the call's (the smallest for fewer): int8attn gains with more heads,
-        so a level below never overstates its speed. Lengths that are not both multiples of
-        128 read the unaligned table."""
+        heads not above the call's (the smallest for fewer; int8attn gains with more heads, so
+        where a level measured the cell, it does not overstate int8attn's speed). Lengths that
+        are not both multiples of 128 read the unaligned table."""
         table = self.ratio if nq % 128 == 0 and nk % 128 == 0 else self.ratio_unaligned
         per_d = table.get(_MODE_NAMES.get(mode, ""))
         if not per_d:
