@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
-"""One end-to-end int8attn forward per shape and mode, for `ncu` to time each kernel of it.
+"""One end-to-end int8attn forward per shape and mode, for `ncu` to time each kernel of it, or
+(--kernel-times) each kernel's mean device time over repeated calls from torch's profiler.
 
     ncu --clock-control none -k regex:'kv_|attention|stats|combine|finalize|fill' \\
         python3 bench/profile_forward.py flux_1024px balanced
+    python3 bench/profile_forward.py flux_1024px fast --k-granularity block --kernel-times
 
-Shapes are the names of bench/bench.py.
+Shapes are the names of bench/bench.py. --kernel-times prints one line per kernel (mean device
+microseconds per call) and the span of a call, first kernel start to last kernel end: with
+programmatic dependent launch a kernel's time can include its wait for the one before it.
 """
+import argparse
+import collections
 import os
 import sys
 
@@ -16,13 +22,58 @@ import bench  # noqa: E402  (shape table)
 import int8attn  # noqa: E402
 
 SHAPES = {s[0]: s[1:] for s in bench.SQUARE + bench.DIFFUSION + bench.DECODE}
-name, mode = sys.argv[1], sys.argv[2]
-B, Hq, Hkv, Nq, Nk, D = SHAPES[name]
-q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)
-k = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
-v = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
-ctx = int8attn.Context()
-int8attn.attention(q, k, v, mode=mode, context=ctx)  # grows the workspace
-torch.cuda.synchronize()
-int8attn.attention(q, k, v, mode=mode, context=ctx)
-torch.cuda.synchronize()
+
+
+def kernel_times(call, calls: int = 50) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(20):
+        call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if not events:
+        sys.exit("no CUDA events recorded (is another profiler, such as ncu, attached?)")
+    per_kernel = collections.defaultdict(list)
+    for e in events:
+        per_kernel[e.name].append(e.device_time)
+    for name, times in sorted(per_kernel.items(), key=lambda kv: -sum(kv[1])):
+        print(f"{sum(times) / len(times):9.2f} us  x{len(times) / calls:g} per call  {name[:100]}")
+    span = max(e.time_range.end for e in events) - min(e.time_range.start for e in events)
+    print(f"{span / calls:9.2f} us  span per call (first kernel start to last kernel end)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("shape", choices=sorted(SHAPES))
+    ap.add_argument("mode", choices=("exact", "balanced", "fast"))
+    ap.add_argument("--k-granularity", choices=("token", "block"), default=None)
+    ap.add_argument("--kernel-times", action="store_true",
+                    help="mean device time per kernel over 50 calls (torch profiler)")
+    args = ap.parse_args()
+    B, Hq, Hkv, Nq, Nk, D = SHAPES[args.shape]
+    torch.manual_seed(0)
+    q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)
+    k = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
+    v = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
+    out = torch.empty_like(q)
+    ctx = int8attn.Context()
+
+    def call():
+        return int8attn.attention(q, k, v, mode=args.mode, out=out, context=ctx,
+                                  k_granularity=args.k_granularity)
+
+    if args.kernel_times:
+        kernel_times(call)
+        return
+    call()  # grows the workspace
+    torch.cuda.synchronize()
+    call()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()

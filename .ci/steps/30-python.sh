@@ -8,6 +8,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
 
+# torch's wheel brings ~4 GB of CUDA libraries: keep no second copy in pip's cache, and say how
+# much disk there is before installing, so that a full disk reads as such.
+export PIP_NO_CACHE_DIR=1
+echo "disk before the Python installs: $(df -h --output=avail . | tail -1 | tr -d ' ') free"
+
 VENV="${INT8ATTN_CI_VENV:-build-ci/py-venv}"
 if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" >/dev/null 2>&1; then
   $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
