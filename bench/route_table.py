@@ -154,7 +154,7 @@ def table_json(rows, dims, meta) -> dict:
     return {"device": meta["gpu"], "capability": list(cap), "source": meta["source"],
             "measured": meta["date"], "torch": meta["torch"], "cudnn": meta["cudnn"],
             "batch_heads": levels, "head_dims": list(dims), "nq": nq, "nk": nk,
-            "ratio": ratio, "ratio_unaligned": ratio_unaligned,
+            "ratio": ratio, "ratio_unaligned": ratio_unaligned, "unaligned_offset": UNALIGNED,
             "note": "SDPA-cuDNN time / int8attn end-to-end time, fp16, batch "
                     f"{BATCH} x query heads per level; ratio_unaligned: at lengths + "
                     f"{UNALIGNED}, for calls whose lengths are not multiples of 128; cells not "

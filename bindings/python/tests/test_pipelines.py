@@ -123,7 +123,7 @@ def _table(ratio_fast, ratio_fast_96=None):
         "ratio": {"fast": {"64": levels, "128": levels}}})
 
 
-def test_route_table_nearest_point():
+def test_route_table_nearest_point(monkeypatch):
     t = _table([[0.5, 0.9, None], [0.4, 1.2, 1.5]], [[0.6, 1.1, None], [0.5, 1.3, 1.6]])
     assert t.ratio_for(3, 40, 1000, 77, 24) == 0.5       # D rounds up to 64, nearest lengths
     assert t.ratio_for(3, 64, 5000, 3000, 20) == 1.5
@@ -144,6 +144,14 @@ def test_route_table_nearest_point():
     assert u.ratio_for(3, 64, 4429, 4429, 48) == 1.1
     assert u.ratio_for(3, 64, 4096, 4429, 48) == 1.1
     assert t.ratio_for(3, 64, 4429, 4429, 24) == 1.5     # no second table: the first serves
+    # describe() lists both grids' routed shapes, the unaligned ones at their measured lengths
+    monkeypatch.setattr(_routing, "_tables", {(9, 0): u})
+    d = _routing.describe()[0]
+    assert d["routed_to_sdpa"]["fast"][64][24] == [(4096, 4096)]
+    assert d["unaligned_offset"] == 77
+    assert d["routed_to_sdpa_unaligned"]["fast"][64][24] == []
+    u.ratio_unaligned["fast"][64][0][0][0] = 0.8
+    assert _routing.describe()[0]["routed_to_sdpa_unaligned"]["fast"][64][24] == [(4173, 4173)]
     with pytest.raises(ValueError, match="not 1x2x3"):
         _routing.RouteTable({"capability": [9, 0], "head_dims": [64], "batch_heads": [24],
                              "nq": [1, 2], "nk": [1, 2, 3], "ratio": {"fast": {"64": [[[1.0]]]}}})

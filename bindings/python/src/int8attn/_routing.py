@@ -56,6 +56,9 @@ class RouteTable:
         self.ratio_unaligned = {
             mode: {int(d): levels for d, levels in per_d.items()}
             for mode, per_d in data.get("ratio_unaligned", data["ratio"]).items()}
+        # what the unaligned grid's lengths were measured at: the grid's + this
+        self.unaligned_offset = int(data.get("unaligned_offset", 77 if "ratio_unaligned" in data
+                                             else 0))
         shape = f"{len(self.batch_heads)}x{len(self.nq)}x{len(self.nk)}"
         for mode, per_d in [*self.ratio.items(), *self.ratio_unaligned.items()]:
             for d, levels in per_d.items():
@@ -151,16 +154,20 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
 
 def describe() -> List[Dict[str, Any]]:
     """The shipped tables and, per mode, head dim and batch × heads, the shapes (Nq, Nk) routed
-    to SDPA (for docs and ``int8attn.info()``-style reports)."""
-    out = []
-    for t in tables().values():
-        routed: Dict[str, Dict[int, Dict[int, List[Tuple[int, int]]]]] = {}
-        for mode, per_d in t.ratio.items():
-            routed[mode] = {
-                d: {bh: [(t.nq[i], t.nk[j]) for i, row in enumerate(rows)
-                         for j, r in enumerate(row) if r is not None and r < 1.0]
-                    for bh, rows in zip(t.batch_heads, levels)}
-                for d, levels in per_d.items()}
-        out.append({"device": t.device, "capability": t.capability, "source": t.source,
-                    "routed_to_sdpa": routed})
-    return out
+    to SDPA (for docs and ``int8attn.info()``-style reports): ``routed_to_sdpa`` for lengths
+    that are multiples of 128, ``routed_to_sdpa_unaligned`` for others, as measured (the grid's
+    lengths + ``unaligned_offset``)."""
+    def routed(t: RouteTable, table: Dict[str, Dict[int, List[List[List[Optional[float]]]]]],
+               offset: int) -> Dict[str, Dict[int, Dict[int, List[Tuple[int, int]]]]]:
+        return {mode: {d: {bh: [(t.nq[i] + offset, t.nk[j] + offset)
+                                for i, row in enumerate(rows)
+                                for j, r in enumerate(row) if r is not None and r < 1.0]
+                           for bh, rows in zip(t.batch_heads, levels)}
+                       for d, levels in per_d.items()}
+                for mode, per_d in table.items()}
+
+    return [{"device": t.device, "capability": t.capability, "source": t.source,
+             "routed_to_sdpa": routed(t, t.ratio, 0),
+             "unaligned_offset": t.unaligned_offset,
+             "routed_to_sdpa_unaligned": routed(t, t.ratio_unaligned, t.unaligned_offset)}
+            for t in tables().values()]
