@@ -30,6 +30,7 @@ namespace int8attn {
 
 template <int DPAD, Mode MODE, bool BF16, int WARPS>
 struct AttnTraits {
+  static constexpr int kDpad = DPAD;
   static constexpr int kWarps = WARPS;
   static constexpr int kBM = 16 * WARPS;  // query rows per CTA
   static constexpr int kThreads = 32 * WARPS;
@@ -142,6 +143,159 @@ __device__ __forceinline__ void qk_tile(Acc (&acc)[8][4], const uint32_t (&qf)[T
         dev::mma_16816<BF16>(acc[2 * np + 1], qf[kk], kf[2], kf[3]);
       }
     }
+  }
+}
+
+// Rows this thread's scores belong to (my_rows[0]: e = 0, 1; [1]: e = 2, 3) mask the keys of
+// tile [j0, j0 + 64) they cannot see: past their range, or dropped by the block mask.
+__device__ __forceinline__ void mask_partial_tile(const AttnKernelParams& p, int b,
+                                                  const RowInfo (&my_rows)[2], int j0, int t4,
+                                                  float (&s)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const RowInfo& r = my_rows[e >> 1];
+      const int j = j0 + n * 8 + 2 * t4 + (e & 1);
+      const bool vis = j < r.hi && (p.mask == nullptr || mask_keep(p, b, r, j));
+      if (!vis) s[n][e] = -INFINITY;
+    }
+}
+
+// FAST's O += P·V for one warp's 16 rows and a 64-key tile: P (s, already exponentiated and
+// scaled by 448) rounded to E4M3, V^T E4M3 from the swizzled stage sV; the rows' sums of the
+// rounded P go into l_run.
+template <int ARCH, typename T>
+__device__ __forceinline__ void pv_tile_fp8(const float (&s)[8][4], const uint8_t* sV,
+                                            float (&acc)[T::kDTiles][4], float (&l_run)[2],
+                                            int lane, int t4) {
+  uint32_t pa[2][4];
+#pragma unroll
+  for (int kk = 0; kk < 2; ++kk) {
+    const int n0 = 4 * kk;
+    pa[kk][0] = dev::pack4_e4m3(s[n0][0], s[n0][1], s[n0 + 1][0], s[n0 + 1][1]);
+    pa[kk][1] = dev::pack4_e4m3(s[n0][2], s[n0][3], s[n0 + 1][2], s[n0 + 1][3]);
+    pa[kk][2] = dev::pack4_e4m3(s[n0 + 2][0], s[n0 + 2][1], s[n0 + 3][0], s[n0 + 3][1]);
+    pa[kk][3] = dev::pack4_e4m3(s[n0 + 2][2], s[n0 + 2][3], s[n0 + 3][2], s[n0 + 3][3]);
+    if constexpr (ARCH < 90) {  // sm90: on the tensor cores below
+      l_run[0] += dev::sum4_e4m3(pa[kk][0]) + dev::sum4_e4m3(pa[kk][2]);
+      l_run[1] += dev::sum4_e4m3(pa[kk][1]) + dev::sum4_e4m3(pa[kk][3]);
+    }
+  }
+  // sm90 has no FP8 mma.sync: fp16 MMAs on the unpacked E4M3 values, accumulating into O
+  // directly (fp32; ptxas's own emulation adds each product to C with 4 FADDs instead).
+  [[maybe_unused]] uint32_t pa16[2][2][4];
+  if constexpr (ARCH >= 90) {
+    dev::unpack_a_e4m3(pa[0], pa16[0]);
+    dev::unpack_a_e4m3(pa[1], pa16[1]);
+    // The row sums of the rounded P on the tensor cores: P times a column of ones. Every
+    // lane of a quad gets its rows' full sums; lane t4 == 0 adds them, as the epilogue sums
+    // l_run over the quad.
+    constexpr uint32_t kOnes = 0x3c003c00u;  // fp16 1.0 x2
+    float lt[4] = {0.f, 0.f, 0.f, 0.f};
+    dev::mma_16816<false>(lt, pa16[0][0], kOnes, kOnes);
+    dev::mma_16816<false>(lt, pa16[0][1], kOnes, kOnes);
+    dev::mma_16816<false>(lt, pa16[1][0], kOnes, kOnes);
+    dev::mma_16816<false>(lt, pa16[1][1], kOnes, kOnes);
+    if (t4 == 0) {
+      l_run[0] += lt[0];
+      l_run[1] += lt[2];
+    }
+  }
+#pragma unroll
+  for (int dn = 0; dn < T::kDTiles; ++dn) {
+    uint32_t vf[4];
+    dev::ldmatrix_x4(vf, sV + T::VTile::offset(dn * 8 + (lane & 7), (lane >> 3) * 16));
+    if constexpr (ARCH >= 90) {
+      dev::mma_e4m3_as_f16(acc[dn], pa16[0], vf[0], vf[1]);
+      dev::mma_e4m3_as_f16(acc[dn], pa16[1], vf[2], vf[3]);
+    } else {
+      float tmp[4] = {0.f, 0.f, 0.f, 0.f};  // two-level accumulation: one tile, then fp32
+      dev::mma_e4m3(tmp, pa[0], vf[0], vf[1]);
+      dev::mma_e4m3(tmp, pa[1], vf[2], vf[3]);
+      acc[dn][0] += tmp[0];
+      acc[dn][1] += tmp[1];
+      acc[dn][2] += tmp[2];
+      acc[dn][3] += tmp[3];
+    }
+  }
+}
+
+// BALANCED's and EXACT's O += P·V (fp16, or bf16 in EXACT with bf16 inputs): P rounded to the
+// MMA's type, V rows from the swizzled stage sV; the rows' sums of the rounded P into l_run.
+template <typename T>
+__device__ __forceinline__ void pv_tile_f16(const float (&s)[8][4], const uint8_t* sV,
+                                            float (&acc)[T::kDTiles][4], float (&l_run)[2],
+                                            int lane, int t4) {
+  // Row sums of the rounded P the MMA sees (consistent numerator and denominator), as P
+  // times a column of ones on the tensor cores like the FAST path's.
+  constexpr uint32_t kOnes = T::kPvBf16 ? 0x3f803f80u : 0x3c003c00u;  // 1.0 x2
+  float lt[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    uint32_t pa[4];
+    pa[0] = dev::pack2<T::kPvBf16>(s[2 * ks][0], s[2 * ks][1]);
+    pa[1] = dev::pack2<T::kPvBf16>(s[2 * ks][2], s[2 * ks][3]);
+    pa[2] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
+    pa[3] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
+    dev::mma_16816<T::kPvBf16>(lt, pa, kOnes, kOnes);
+#pragma unroll
+    for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
+      uint32_t vf[4];
+      const int m = lane >> 3;
+      const int key = ks * 16 + (m & 1) * 8 + (lane & 7);
+      dev::ldmatrix_x4_trans(vf, sV + T::VTile::offset(key, dp * 32 + (m >> 1) * 16));
+      dev::mma_16816<T::kPvBf16>(acc[2 * dp], pa, vf[0], vf[1]);
+      dev::mma_16816<T::kPvBf16>(acc[2 * dp + 1], pa, vf[2], vf[3]);
+    }
+  }
+  if (t4 == 0) {
+    l_run[0] += lt[0];
+    l_run[1] += lt[2];
+  }
+}
+
+// Per-block Q scales (q_per_block): one INT8 scale per 64 rows (row_pitch is a multiple of 64
+// in this mode, so each 64-row half of the CTA is one 64-token block of one head: warps 0-3
+// and 4-7; a 4-warp CTA holds one such block; decode's 1-warp CTAs never take per-block
+// scales). The warps' row maxima (row_absmax, from stage_q_warp_rows) give the block's; Q is
+// then read again (divided by the balancing factors alpha, if any) and quantized with it into
+// sQ, its scales times sm_scale·log2 e into sQScale. Contains __syncthreads: every thread of the
+// CTA calls it.
+template <typename T>
+__device__ __forceinline__ void quantize_q_per_block(const AttnKernelParams& p, int b, int hkv,
+                                                     int L, int m_tile, int warp, int lane,
+                                                     const float* alpha,
+                                                     const float (&row_absmax)[16], uint8_t* sQ,
+                                                     float* sQScale) {
+  constexpr int WARPS = T::kWarps, DPAD = T::kDpad;
+  float amax = 0.f;
+#pragma unroll
+  for (int rr = 0; rr < 16; ++rr) amax = dev::fmax_nan(amax, row_absmax[rr]);
+  if (lane == 0) sQScale[warp] = amax;
+  __syncthreads();
+  const int w0 = (warp & ~3) % WARPS;
+  amax = dev::fmax_nan(dev::fmax_nan(sQScale[w0], sQScale[(w0 + 1) % WARPS]),
+                       dev::fmax_nan(sQScale[(w0 + 2) % WARPS], sQScale[(w0 + 3) % WARPS]));
+  __syncthreads();
+  const float s = qm::int8_scale(amax, p.q_multiplier);
+  const float inv = 1.0f / s;
+  for (int rr = 0; rr < 16; ++rr) {
+    const int r_local = warp * 16 + rr;
+    const RowInfo ri = row_info(p, hkv, m_tile * T::kBM + r_local, L);
+    for (int c = 0; c < DPAD / 32; ++c) {
+      const int d = c * 32 + lane;
+      float x = 0.f;
+      if (ri.valid && d < p.D) {
+        x = dev::bits16_to_float(
+            static_cast<const uint16_t*>(p.q)[b * p.q_stride[0] + ri.h * p.q_stride[1] +
+                                              ri.i * p.q_stride[2] + d * p.q_stride[3]],
+            p.dtype);
+        if (alpha != nullptr) x /= alpha[d];
+      }
+      sQ[T::QTile::offset(r_local, d)] = static_cast<uint8_t>(qm::quantize_int8(x, inv));
+    }
+    if (lane == 0) sQScale[r_local] = s * p.sm_scale_log2;
   }
 }
 
@@ -268,39 +422,8 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
         lane, row_absmax);
     const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
     if constexpr (T::kInt8QK) {
-      if (p.q_per_block) {
-        // One scale per 64 rows (row_pitch is a multiple of 64 in this mode, so each 64-row half
-        // of the CTA is one 64-token block of one head): warps 0-3 and 4-7.
-        // (A 4-warp CTA holds one such block; decode's 1-warp CTAs never take per-block scales.)
-        float amax = 0.f;
-#pragma unroll
-        for (int rr = 0; rr < 16; ++rr) amax = dev::fmax_nan(amax, row_absmax[rr]);
-        if (lane == 0) sQScale[warp] = amax;
-        __syncthreads();
-        const int w0 = (warp & ~3) % WARPS;
-        amax = dev::fmax_nan(dev::fmax_nan(sQScale[w0], sQScale[(w0 + 1) % WARPS]),
-                             dev::fmax_nan(sQScale[(w0 + 2) % WARPS], sQScale[(w0 + 3) % WARPS]));
-        __syncthreads();
-        const float s = qm::int8_scale(amax, p.q_multiplier);
-        const float inv = 1.0f / s;
-        for (int rr = 0; rr < 16; ++rr) {
-          const int r_local = warp * 16 + rr;
-          const RowInfo ri = row_info(p, hkv, m_tile * kAttnBlockM + r_local, L);
-          for (int c = 0; c < DPAD / 32; ++c) {
-            const int d = c * 32 + lane;
-            float x = 0.f;
-            if (ri.valid && d < p.D) {
-              x = dev::bits16_to_float(
-                  static_cast<const uint16_t*>(p.q)[b * p.q_stride[0] + ri.h * p.q_stride[1] +
-                                                    ri.i * p.q_stride[2] + d * p.q_stride[3]],
-                  p.dtype);
-              if (alpha != nullptr) x /= alpha[d];
-            }
-            sQ[T::QTile::offset(r_local, d)] = static_cast<uint8_t>(qm::quantize_int8(x, inv));
-          }
-          if (lane == 0) sQScale[r_local] = s * p.sm_scale_log2;
-        }
-      }
+      if (p.q_per_block)
+        quantize_q_per_block<T>(p, b, hkv, L, m_tile, warp, lane, alpha, row_absmax, sQ, sQScale);
     }
   }
   __syncthreads();
@@ -356,101 +479,15 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
       qk_tile<T, BF16>(s, qf, sK, lane);  // scaled by q_scale_row (sm_scale·log2 e) below
     }
 
-    if (!full) {
-      const int j0 = t * kAttnBlockN;
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const RowInfo& r = my_rows[e >> 1];
-          const int j = j0 + n * 8 + 2 * t4 + (e & 1);
-          const bool vis = j < r.hi && (p.mask == nullptr || mask_keep(p, b, r, j));
-          if (!vis) s[n][e] = -INFINITY;
-        }
-    }
+    if (!full) mask_partial_tile(p, b, my_rows, t * kAttnBlockN, t4, s);
 
     online_softmax_step</*kSkipUnitRescale=*/true>(s, q_scale_row, m_run, l_run, acc, kPOffset);
 
     // O += P·V.
-    if constexpr (T::kFp8PV) {
-      uint32_t pa[2][4];
-#pragma unroll
-      for (int kk = 0; kk < 2; ++kk) {
-        const int n0 = 4 * kk;
-        pa[kk][0] = dev::pack4_e4m3(s[n0][0], s[n0][1], s[n0 + 1][0], s[n0 + 1][1]);
-        pa[kk][1] = dev::pack4_e4m3(s[n0][2], s[n0][3], s[n0 + 1][2], s[n0 + 1][3]);
-        pa[kk][2] = dev::pack4_e4m3(s[n0 + 2][0], s[n0 + 2][1], s[n0 + 3][0], s[n0 + 3][1]);
-        pa[kk][3] = dev::pack4_e4m3(s[n0 + 2][2], s[n0 + 2][3], s[n0 + 3][2], s[n0 + 3][3]);
-        if constexpr (ARCH < 90) {  // sm90: on the tensor cores below
-          l_run[0] += dev::sum4_e4m3(pa[kk][0]) + dev::sum4_e4m3(pa[kk][2]);
-          l_run[1] += dev::sum4_e4m3(pa[kk][1]) + dev::sum4_e4m3(pa[kk][3]);
-        }
-      }
-      // sm90 has no FP8 mma.sync: fp16 MMAs on the unpacked E4M3 values, accumulating into O
-      // directly (fp32; ptxas's own emulation adds each product to C with 4 FADDs instead).
-      [[maybe_unused]] uint32_t pa16[2][2][4];
-      if constexpr (ARCH >= 90) {
-        dev::unpack_a_e4m3(pa[0], pa16[0]);
-        dev::unpack_a_e4m3(pa[1], pa16[1]);
-        // The row sums of the rounded P on the tensor cores: P times a column of ones. Every
-        // lane of a quad gets its rows' full sums; lane t4 == 0 adds them, as the epilogue sums
-        // l_run over the quad.
-        constexpr uint32_t kOnes = 0x3c003c00u;  // fp16 1.0 x2
-        float lt[4] = {0.f, 0.f, 0.f, 0.f};
-        dev::mma_16816<false>(lt, pa16[0][0], kOnes, kOnes);
-        dev::mma_16816<false>(lt, pa16[0][1], kOnes, kOnes);
-        dev::mma_16816<false>(lt, pa16[1][0], kOnes, kOnes);
-        dev::mma_16816<false>(lt, pa16[1][1], kOnes, kOnes);
-        if (t4 == 0) {
-          l_run[0] += lt[0];
-          l_run[1] += lt[2];
-        }
-      }
-#pragma unroll
-      for (int dn = 0; dn < T::kDTiles; ++dn) {
-        uint32_t vf[4];
-        dev::ldmatrix_x4(vf, sV + T::VTile::offset(dn * 8 + (lane & 7), (lane >> 3) * 16));
-        if constexpr (ARCH >= 90) {
-          dev::mma_e4m3_as_f16(acc[dn], pa16[0], vf[0], vf[1]);
-          dev::mma_e4m3_as_f16(acc[dn], pa16[1], vf[2], vf[3]);
-        } else {
-          float tmp[4] = {0.f, 0.f, 0.f, 0.f};  // two-level accumulation: one tile, then fp32
-          dev::mma_e4m3(tmp, pa[0], vf[0], vf[1]);
-          dev::mma_e4m3(tmp, pa[1], vf[2], vf[3]);
-          acc[dn][0] += tmp[0];
-          acc[dn][1] += tmp[1];
-          acc[dn][2] += tmp[2];
-          acc[dn][3] += tmp[3];
-        }
-      }
-    } else {
-      // Row sums of the rounded P the MMA sees (consistent numerator and denominator), as P
-      // times a column of ones on the tensor cores like the FAST path's.
-      constexpr uint32_t kOnes = T::kPvBf16 ? 0x3f803f80u : 0x3c003c00u;  // 1.0 x2
-      float lt[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        uint32_t pa[4];
-        pa[0] = dev::pack2<T::kPvBf16>(s[2 * ks][0], s[2 * ks][1]);
-        pa[1] = dev::pack2<T::kPvBf16>(s[2 * ks][2], s[2 * ks][3]);
-        pa[2] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
-        pa[3] = dev::pack2<T::kPvBf16>(s[2 * ks + 1][2], s[2 * ks + 1][3]);
-        dev::mma_16816<T::kPvBf16>(lt, pa, kOnes, kOnes);
-#pragma unroll
-        for (int dp = 0; dp < T::kDTiles / 2; ++dp) {
-          uint32_t vf[4];
-          const int m = lane >> 3;
-          const int key = ks * 16 + (m & 1) * 8 + (lane & 7);
-          dev::ldmatrix_x4_trans(vf, sV + T::VTile::offset(key, dp * 32 + (m >> 1) * 16));
-          dev::mma_16816<T::kPvBf16>(acc[2 * dp], pa, vf[0], vf[1]);
-          dev::mma_16816<T::kPvBf16>(acc[2 * dp + 1], pa, vf[2], vf[3]);
-        }
-      }
-      if (t4 == 0) {
-        l_run[0] += lt[0];
-        l_run[1] += lt[2];
-      }
-    }
+    if constexpr (T::kFp8PV)
+      pv_tile_fp8<ARCH, T>(s, sV, acc, l_run, lane, t4);
+    else
+      pv_tile_f16<T>(s, sV, acc, l_run, lane, t4);
     __syncthreads();  // this stage may be overwritten by the next load
     t = tn;
     full = full_next;
