@@ -139,7 +139,7 @@ def test_route_table_nearest_point(monkeypatch):
     u = _routing.RouteTable({
         "device": "test GPU", "capability": [9, 0], "head_dims": [64], "batch_heads": [24],
         "nq": [4096], "nk": [4096], "ratio": {"fast": {"64": [[[0.9]]]}},
-        "ratio_unaligned": {"fast": {"64": [[[1.1]]]}}})
+        "ratio_unaligned": {"fast": {"64": [[[1.1]]]}}, "unaligned_offset": 77})
     assert u.ratio_for(3, 64, 4096, 4096, 48) == 0.9
     assert u.ratio_for(3, 64, 4429, 4429, 48) == 1.1
     assert u.ratio_for(3, 64, 4096, 4429, 48) == 1.1

@@ -57,8 +57,7 @@ class RouteTable:
             mode: {int(d): levels for d, levels in per_d.items()}
             for mode, per_d in data.get("ratio_unaligned", data["ratio"]).items()}
         # what the unaligned grid's lengths were measured at: the grid's + this
-        self.unaligned_offset = int(data.get("unaligned_offset", 77 if "ratio_unaligned" in data
-                                             else 0))
+        self.unaligned_offset = int(data.get("unaligned_offset", 0))
         shape = f"{len(self.batch_heads)}x{len(self.nq)}x{len(self.nk)}"
         for mode, per_d in [*self.ratio.items(), *self.ratio_unaligned.items()]:
             for d, levels in per_d.items():
