@@ -172,11 +172,7 @@ __device__ __forceinline__ void pv_tile_fp8(const float (&s)[8][4], const uint8_
   uint32_t pa[2][4];
 #pragma unroll
   for (int kk = 0; kk < 2; ++kk) {
-    const int n0 = 4 * kk;
-    pa[kk][0] = dev::pack4_e4m3(s[n0][0], s[n0][1], s[n0 + 1][0], s[n0 + 1][1]);
-    pa[kk][1] = dev::pack4_e4m3(s[n0][2], s[n0][3], s[n0 + 1][2], s[n0 + 1][3]);
-    pa[kk][2] = dev::pack4_e4m3(s[n0 + 2][0], s[n0 + 2][1], s[n0 + 3][0], s[n0 + 3][1]);
-    pa[kk][3] = dev::pack4_e4m3(s[n0 + 2][2], s[n0 + 2][3], s[n0 + 3][2], s[n0 + 3][3]);
+    dev::pack_a_e4m3(s, 4 * kk, pa[kk]);
     if constexpr (ARCH < 90) {  // sm90: on the tensor cores below
       l_run[0] += dev::sum4_e4m3(pa[kk][0]) + dev::sum4_e4m3(pa[kk][2]);
       l_run[1] += dev::sum4_e4m3(pa[kk][1]) + dev::sum4_e4m3(pa[kk][3]);

@@ -171,6 +171,19 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float 
   return (lo & 0xffffu) | (hi << 16);
 }
 
+// Four 8-key score tiles n0..n0+3 of m16n8 accumulators (32 keys), rounded to E4M3, as the A
+// fragment of an m16n8k32 FP8 MMA. Tile n's columns are keys 8n + 2t + e; FAST's V^T layout
+// stores the keys at these A-fragment positions (fp8_v_logical_position), so P needs no
+// shuffles. The `wgmma` kernel packs its accumulators the same way: per warp, its layout is
+// the mma.sync one.
+template <int N>
+__device__ __forceinline__ void pack_a_e4m3(const float (&s)[N][4], int n0, uint32_t (&a)[4]) {
+  a[0] = pack4_e4m3(s[n0][0], s[n0][1], s[n0 + 1][0], s[n0 + 1][1]);
+  a[1] = pack4_e4m3(s[n0][2], s[n0][3], s[n0 + 1][2], s[n0 + 1][3]);
+  a[2] = pack4_e4m3(s[n0 + 2][0], s[n0 + 2][1], s[n0 + 3][0], s[n0 + 3][1]);
+  a[3] = pack4_e4m3(s[n0 + 2][2], s[n0 + 2][3], s[n0 + 3][2], s[n0 + 3][3]);
+}
+
 // Sum of the four E4M3 values in a packed word (used to keep the row sum consistent with the
 // rounded P that the FP8 MMA sees).
 __device__ __forceinline__ float sum4_e4m3(uint32_t w) {

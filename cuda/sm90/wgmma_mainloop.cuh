@@ -87,16 +87,8 @@ struct Sm90Mma {
   static __device__ __forceinline__ void pack_p(const float (&s)[16][4],
                                                 uint32_t (&pa)[kPSteps][4]) {
     if constexpr (T::kFp8PV) {
-      // 32-key group kk holds S columns {8(4kk+i) + 2t4 + e}; FAST's V^T layout stores them at
-      // the A fragment's positions (fp8_v_logical_position).
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        const int c0 = 4 * kk;
-        pa[kk][0] = dev::pack4_e4m3(s[c0][0], s[c0][1], s[c0 + 1][0], s[c0 + 1][1]);
-        pa[kk][1] = dev::pack4_e4m3(s[c0][2], s[c0][3], s[c0 + 1][2], s[c0 + 1][3]);
-        pa[kk][2] = dev::pack4_e4m3(s[c0 + 2][0], s[c0 + 2][1], s[c0 + 3][0], s[c0 + 3][1]);
-        pa[kk][3] = dev::pack4_e4m3(s[c0 + 2][2], s[c0 + 2][3], s[c0 + 3][2], s[c0 + 3][3]);
-      }
+      for (int kk = 0; kk < 4; ++kk) dev::pack_a_e4m3(s, 4 * kk, pa[kk]);
     } else {
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks) {
