@@ -38,12 +38,12 @@ struct SmallTraits {
 // shared-memory regions (small_layout).
 struct SmallCta {
   int rank, C, b, hkv, tid, warp, lane;
-  int L;          // valid keys of the batch
+  int L;  // valid keys of the batch
   int D, nkp, kc;
-  int key0;       // first key of this CTA's share
-  int my_keys;    // valid keys this CTA loads and prepares
-  int rows_here;  // keys this CTA writes and sends (small_key_quantum's multiples: every lane of
-                  // a warp runs the same passes); those past its valid ones are zeros
+  int key0;        // first key of this CTA's share
+  int my_keys;     // valid keys this CTA loads and prepares
+  int rows_here;   // keys this CTA writes and sends (small_key_quantum's multiples: every lane of
+                   // a warp runs the same passes); those past its valid ones are zeros
   int rows_total;  // packed query rows of the kv-head
   int row_chunks;  // 16-byte chunks of a raw row
   SmallLayout lay;
@@ -133,8 +133,7 @@ __device__ __forceinline__ void small_regions(SmallCta& c, const SmallAttnParams
 __device__ __forceinline__ void send_rows(const SmallCta& cta, uint8_t* rows, int pitch, int r0,
                                           int r1) {
   if (cta.tid < cta.C && cta.tid != cta.rank && r1 > r0)  // one thread per destination CTA
-    dev::bulk_copy_to_cluster_rank(rows + (cta.key0 + r0) * pitch,
-                                   rows + (cta.key0 + r0) * pitch,
+    dev::bulk_copy_to_cluster_rank(rows + (cta.key0 + r0) * pitch, rows + (cta.key0 + r0) * pitch,
                                    static_cast<uint32_t>((r1 - r0) * pitch), cta.kv_bar,
                                    static_cast<uint32_t>(cta.tid));
 }

@@ -98,8 +98,8 @@ __device__ __forceinline__ void load_share(const SmallCta& cta, const SmallAttnP
 // bulk copies and rolled per-row loops measured slower.)
 template <typename Tr, int ROWS>
 __device__ __forceinline__ void load_q_row(const SmallCta& cta, const AttnKernelParams& p, int lq,
-                                           int q_local, bool warp_has_q,
-                                           uint4 (&qraw)[Tr::kCpl], bool& qlive) {
+                                           int q_local, bool warp_has_q, uint4 (&qraw)[Tr::kCpl],
+                                           bool& qlive) {
   const int packed = cta.rank * ROWS + q_local;
   const QRow r = q_row(p, cta.hkv, packed);
   qlive = warp_has_q && r.valid && packed < cta.rows_total;
@@ -372,8 +372,8 @@ __device__ __forceinline__ void quantize_k_share(const SmallCta& cta, const Smal
 // (q·μ_K, which K smoothing removed from every score) into sLse.
 template <typename Tr, bool BF16>
 __device__ __forceinline__ void quantize_q_row(const SmallCta& cta, const AttnKernelParams& p,
-                                               int lq, int q_local,
-                                               const uint4 (&qraw)[Tr::kCpl], bool qlive) {
+                                               int lq, int q_local, const uint4 (&qraw)[Tr::kCpl],
+                                               bool qlive) {
   constexpr int kCpl = Tr::kCpl, kLanes = Tr::kLanes;
   const int D = cta.D;
   const bool want_shift = p.lse != nullptr;  // the shift only moves the LSE
