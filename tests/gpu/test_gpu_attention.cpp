@@ -545,6 +545,34 @@ TEST_F(GpuAttention, StatisticsOverManyCtasAndSampledRows) {
       }
 }
 
+// The quantization's thread layouts over many tiles (16 heads x 40 tiles): padded head dims
+// 96 and 224, whose 8-channel chunks do not tile a warp, and 128; per-batch valid lengths,
+// EXACT's copies, bf16 NHD and per-block K scales.
+TEST_F(GpuAttention, QuantizationLayoutsOverManyTiles) {
+  for (int32_t mode : {INT8ATTN_MODE_EXACT, INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
+    for (int64_t D : {72, 128, 216})
+      for (int variant = 0; variant < 2; ++variant) {
+        Case c;
+        c.mode = mode;
+        c.D = D;
+        c.B = 2;
+        c.Hq = c.Hkv = 8;
+        c.Nq = 128;
+        c.Nk = 2500;
+        c.family = t::Family::ChannelBias;
+        c.seed = static_cast<uint64_t>(D * 5 + mode + variant);
+        if (variant == 1) {
+          c.k_lengths = {2500, 1201};
+          c.dtype = INT8ATTN_DTYPE_BF16;
+          c.layout = t::Layout::NHD;
+          c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+        }
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + " many tiles" + (variant ? ", K per block" : ""));
+      }
+}
+
 // V's range comes from every key, not from the sample K's statistics use: one value row 40x the
 // others' size in an unsampled chunk (key 100 of 4096) would otherwise saturate.
 TEST_F(GpuAttention, ValueRowsOutsideTheStatisticsSampleSetVsRange) {
@@ -872,57 +900,64 @@ TEST_F(GpuAttention, ScaleMultiplierClipsLikeTheCpuBackend) {
     }
 }
 
+// Appends of a few tiles and of many (the second at a key offset that is not a multiple of
+// 64, so FAST's transposed V starts inside a tile), then a decode against the cache.
 TEST_F(GpuAttention, CacheAppendThenDecodeMatchesReference) {
-  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
-    const int64_t B = 2, Hq = 8, Hkv = 2, D = 128, chunks[3] = {700, 300, 1};
-    const int64_t Nk = 1001;
-    t::Inputs in = t::make_inputs(t::Family::ChannelBias, B, Hq, Hkv, 1, Nk, D, 7 + mode);
-    const t::HostTensor hk =
-        t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
-    const t::HostTensor hv =
-        t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
-    const t::HostTensor hq =
-        t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
-    int8attn_kv_cache_params_t cp;
-    int8attn_kv_cache_params_init(&cp);
-    cp.device_type = INT8ATTN_DEVICE_CUDA;
-    cp.batch = B;
-    cp.num_kv_heads = Hkv;
-    cp.capacity = 2048;
-    cp.head_dim = D;
-    cp.mode = mode;
-    int8attn_kv_cache_t* cache = nullptr;
-    I8A_OK(int8attn_kv_cache_create(&cache, ctx_, &cp));
-    DeviceTensor dk, dv, dq, dout;
-    int8attn_tensor_t k = upload(hk, dk), v = upload(hv, dv), q = upload(hq, dq);
-    int64_t start = 0;
-    for (int64_t n : chunks) {  // views of [start, start+n) tokens
-      int8attn_tensor_t kc = k, vc = v;
-      kc.data = static_cast<uint16_t*>(dk.ptr) + start * k.strides[2];
-      vc.data = static_cast<uint16_t*>(dv.ptr) + start * v.strides[2];
-      kc.shape[2] = vc.shape[2] = n;
-      I8A_OK(int8attn_kv_cache_append(cache, &kc, &vc, nullptr));
-      start += n;
+  struct Setup {
+    int64_t Hq, Hkv, capacity, chunks[3];
+  };
+  for (const Setup& st : {Setup{8, 2, 2048, {700, 300, 1}}, Setup{16, 8, 8192, {3000, 2200, 1}}})
+    for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+      const int64_t B = 2, Hq = st.Hq, Hkv = st.Hkv, D = 128;
+      const int64_t(&chunks)[3] = st.chunks;
+      const int64_t Nk = chunks[0] + chunks[1] + chunks[2];
+      t::Inputs in = t::make_inputs(t::Family::ChannelBias, B, Hq, Hkv, 1, Nk, D, 7 + mode);
+      const t::HostTensor hk =
+          t::HostTensor::from_values(in.k, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
+      const t::HostTensor hv =
+          t::HostTensor::from_values(in.v, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hkv, Nk, D);
+      const t::HostTensor hq =
+          t::HostTensor::from_values(in.q, INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
+      int8attn_kv_cache_params_t cp;
+      int8attn_kv_cache_params_init(&cp);
+      cp.device_type = INT8ATTN_DEVICE_CUDA;
+      cp.batch = B;
+      cp.num_kv_heads = Hkv;
+      cp.capacity = st.capacity;
+      cp.head_dim = D;
+      cp.mode = mode;
+      int8attn_kv_cache_t* cache = nullptr;
+      I8A_OK(int8attn_kv_cache_create(&cache, ctx_, &cp));
+      DeviceTensor dk, dv, dq, dout;
+      int8attn_tensor_t k = upload(hk, dk), v = upload(hv, dv), q = upload(hq, dq);
+      int64_t start = 0;
+      for (int64_t n : chunks) {  // views of [start, start+n) tokens
+        int8attn_tensor_t kc = k, vc = v;
+        kc.data = static_cast<uint16_t*>(dk.ptr) + start * k.strides[2];
+        vc.data = static_cast<uint16_t*>(dv.ptr) + start * v.strides[2];
+        kc.shape[2] = vc.shape[2] = n;
+        I8A_OK(int8attn_kv_cache_append(cache, &kc, &vc, nullptr));
+        start += n;
+      }
+      int64_t len = 0;
+      I8A_OK(int8attn_kv_cache_length(&len, cache));
+      EXPECT_EQ(len, Nk);
+      t::HostTensor ho(INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
+      int8attn_tensor_t o = upload(ho, dout);
+      CUDA_OK(cudaMemset(dout.ptr, 0xff, dout.bytes));
+      I8A_OK(int8attn_kv_cache_forward(ctx_, &q, cache, &o, nullptr));
+      I8A_OK(int8attn_synchronize(ctx_, nullptr));
+      CUDA_OK(cudaMemcpy(ho.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
+      const t::RefResult ref =
+          t::reference_attention(hq.values(), hk.values(), hv.values(), B, Hq, Hkv, 1, Nk, D);
+      const t::Metrics m = t::compare(ho.values(), ref.o);
+      const t::Bar bar = t::measured_level(mode, t::Family::ChannelBias);
+      EXPECT_EQ(m.nonfinite, 0);
+      EXPECT_LE(m.rel_l1, bar.max_rel_l1)
+          << t::mode_name(mode) << " cache decode " << t::to_string(m);
+      EXPECT_GE(m.cos, bar.min_cos) << t::mode_name(mode) << " cache decode " << t::to_string(m);
+      int8attn_kv_cache_destroy(cache);
     }
-    int64_t len = 0;
-    I8A_OK(int8attn_kv_cache_length(&len, cache));
-    EXPECT_EQ(len, Nk);
-    t::HostTensor ho(INT8ATTN_DTYPE_F16, t::Layout::HND, B, Hq, 1, D);
-    int8attn_tensor_t o = upload(ho, dout);
-    CUDA_OK(cudaMemset(dout.ptr, 0xff, dout.bytes));
-    I8A_OK(int8attn_kv_cache_forward(ctx_, &q, cache, &o, nullptr));
-    I8A_OK(int8attn_synchronize(ctx_, nullptr));
-    CUDA_OK(cudaMemcpy(ho.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost));
-    const t::RefResult ref =
-        t::reference_attention(hq.values(), hk.values(), hv.values(), B, Hq, Hkv, 1, Nk, D);
-    const t::Metrics m = t::compare(ho.values(), ref.o);
-    const t::Bar bar = t::measured_level(mode, t::Family::ChannelBias);
-    EXPECT_EQ(m.nonfinite, 0);
-    EXPECT_LE(m.rel_l1, bar.max_rel_l1)
-        << t::mode_name(mode) << " cache decode " << t::to_string(m);
-    EXPECT_GE(m.cos, bar.min_cos) << t::mode_name(mode) << " cache decode " << t::to_string(m);
-    int8attn_kv_cache_destroy(cache);
-  }
 }
 
 TEST_F(GpuAttention, PredictedMaskWithKeepRatioOneKeepsEverything) {
