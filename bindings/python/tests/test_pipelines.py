@@ -113,6 +113,55 @@ def test_sageattn_rejects_unknown_arguments():
     assert "sageattn" in int8attn.__all__ and "sageattn" in dir(int8attn)
 
 
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+@pytest.mark.parametrize("hkv", [4, 2])
+def test_sageattn_routes_to_sdpa_where_the_table_says(monkeypatch, layout, hkv):
+    """A routed call is SDPA on the same inputs (GQA, scale, causal), laid out like q, and
+    counted; route="always", return_lse and a causal Nq != Nk call stay int8attn."""
+    from int8attn import _sage
+
+    q = randn(2, 4, 40, 64, seed=1, dtype=torch.float32)
+    k, v = (randn(2, hkv, 40, 64, seed=s, dtype=torch.float32) for s in (2, 3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.2,
+                                                           enable_gqa=hkv != 4)
+    if layout == "NHD":
+        q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+        ref = ref.transpose(1, 2)
+    asked = []
+    monkeypatch.setattr(_sage, "_prefers_sdpa", lambda *a: asked.append(a) or True)
+    monkeypatch.setattr(_sage, "stats", {"int8attn": 0, "sdpa_routed": 0})
+    monkeypatch.setattr(int8attn.sageattn, "stats", _sage.stats)
+    o = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=True, sm_scale=0.2)
+    assert torch.allclose(o, ref, atol=1e-6) and o.is_contiguous() and o.shape == q.shape
+    assert asked == [(q, k, layout, True, "fast")]
+    assert int8attn.sageattn.stats == {"int8attn": 0, "sdpa_routed": 1}
+    qh = q.half()
+    kh, vh = k.half(), v.half()
+    a = int8attn.sageattn(qh, kh, vh, tensor_layout=layout, route="always")
+    assert torch.equal(a, int8attn.attention(qh, kh, vh, mode="fast", layout=layout,
+                                             k_granularity="block"))
+    o2, _ = int8attn.sageattn(qh, kh, vh, tensor_layout=layout, return_lse=True)
+    assert torch.equal(o2, a)
+    assert int8attn.sageattn.stats == {"int8attn": 2, "sdpa_routed": 1}
+    with pytest.raises(ValueError, match="route"):
+        int8attn.sageattn(qh, kh, vh, route="never")
+
+
+def test_sageattn_routing_decision():
+    """Only CUDA torch calls are looked up; CPU tensors and numpy arrays always take int8attn,
+    and so do causal calls whose query and key lengths differ (on any device)."""
+    from int8attn import _sage
+
+    q = randn(1, 2, 16, 64, dtype=torch.float16)
+    assert not _sage._prefers_sdpa(q, q, "HND", False, "fast")
+    assert not _sage._prefers_sdpa(q.numpy(), q.numpy(), "HND", False, "fast")
+    if torch.cuda.is_available():
+        qc = torch.zeros(2, 8, 4096, 64, device="cuda", dtype=torch.float16)
+        kc = torch.zeros(2, 8, 77, 64, device="cuda", dtype=torch.float16)
+        assert not _sage._prefers_sdpa(qc, kc, "HND", True, "fast")  # causal, Nq != Nk
+        assert _sage._prefers_sdpa(qc, kc, "HND", False, "exact")  # EXACT: always SDPA
+
+
 # ---- routing ----------------------------------------------------------------------------------
 def _table(ratio_fast, ratio_fast_96=None):
     """A table with batch x heads levels 24 and 96 (the second level as the first unless given)."""

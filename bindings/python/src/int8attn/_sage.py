@@ -4,13 +4,18 @@ ComfyUI, diffusers forks and video pipelines patch attention with ``from sageatt
 sageattn``; ``from int8attn import sageattn`` is the one-line change. The arguments are
 SageAttention's; its kernel-selection keywords are accepted and ignored (int8attn chooses its
 kernels), any other keyword is an error, so a typo is not silently dropped.
+
+Such patches send every attention call of a model through ``sageattn``, including the shapes
+int8attn is measured slower on than PyTorch's SDPA (77-key text cross-attention, 1K-token
+layers), so by default those calls run SDPA, as the diffusers processors do: a swapped model is
+never slower for them. ``sageattn.stats`` counts where the calls went.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
-from ._api import ModeLike, attention
+from ._api import ModeLike, attention, parse_mode
 
 #: SageAttention's tuning keywords, accepted for compatibility (int8attn picks its own kernels
 #: and scale granularity).
@@ -20,7 +25,7 @@ SAGE_TUNING_KWARGS = frozenset({"qk_quant_gran", "pv_accum_dtype", "smooth_v"})
 def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool = False,
              sm_scale: Optional[float] = None, return_lse: bool = False, *,
              smooth_k: bool = True, mode: ModeLike = "fast", k_granularity: str = "block",
-             **kwargs: Any) -> Any:
+             route: str = "auto", **kwargs: Any) -> Any:
     """Attention with SageAttention's signature, computed by :func:`int8attn.attention`.
 
     Args:
@@ -38,6 +43,12 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         mode: int8attn's precision mode; "fast" (INT8 Q·Kᵀ, FP8 P·V) is SageAttention's own
             on sm89/sm90, "balanced" keeps P·V in fp16.
         k_granularity: K's INT8 scales: "block" (one per 64 keys, SageAttention's) or "token".
+        route: "auto" (default): a CUDA call whose shape int8attn is measured slower on than
+            SDPA (the routing table of ``int8attn.routing_tables()``, as for the diffusers
+            processors; EXACT calls always) runs ``torch.nn.functional.scaled_dot_product_attention``
+            instead, into an output laid out like ``q``. Calls with ``return_lse``, and causal
+            calls with Nq ≠ Nk (SDPA aligns the mask differently), always run int8attn.
+            "always": every call runs int8attn.
         **kwargs: ``qk_quant_gran``, ``pv_accum_dtype``, ``smooth_v`` (ignored).
 
     Returns:
@@ -45,6 +56,7 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
 
     Raises:
         TypeError: an argument SageAttention does not have.
+        ValueError: ``tensor_layout`` or ``route`` not one of the values above.
     """
     unknown = set(kwargs) - SAGE_TUNING_KWARGS
     if unknown:
@@ -52,5 +64,50 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
     layout = str(tensor_layout).upper()
     if layout not in ("HND", "NHD"):
         raise ValueError(f"tensor_layout: expected 'HND' or 'NHD', got {tensor_layout!r}")
+    if route not in _ROUTES:
+        raise ValueError(f"route: expected one of {_ROUTES}, got {route!r}")
+    if route == "auto" and not return_lse and _prefers_sdpa(q, k, layout, is_causal, mode):
+        stats["sdpa_routed"] += 1
+        return _sdpa(q, k, v, layout, is_causal, sm_scale)
+    stats["int8attn"] += 1
     return attention(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale, layout=layout,
                      return_lse=return_lse, smooth_k=smooth_k, k_granularity=k_granularity)
+
+
+_ROUTES = ("auto", "always")
+
+#: Where ``sageattn``'s calls went: ``int8attn`` and ``sdpa_routed`` (the routing table, or an
+#: EXACT call, sent it to SDPA). Reset by assigning zeros.
+stats: Dict[str, int] = {"int8attn": 0, "sdpa_routed": 0}
+sageattn.stats = stats  # type: ignore[attr-defined]
+
+
+def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> bool:
+    """Whether the routing sends this call to SDPA: CUDA torch tensors only, the processors'
+    rule (:func:`int8attn._processors._route`) on the same call shape."""
+    if not getattr(q, "is_cuda", False) or type(q).__module__.split(".")[0] != "torch":
+        return False
+    from . import _processors  # torch is there: q is a torch tensor
+
+    shape = _processors._call_shape(q, k, layout)
+    n = 1 if layout == "NHD" else 2
+    if causal and int(q.shape[n]) != int(k.shape[n]):
+        return False
+    return _processors._route("auto", shape[0], int(parse_mode(mode)), *shape[1:])
+
+
+def _sdpa(q: Any, k: Any, v: Any, layout: str, causal: bool, sm_scale: Optional[float]) -> Any:
+    """SDPA on the call, its output laid out like ``q`` (int8attn's own output is)."""
+    import torch
+
+    from ._torch_op import _ORIGINAL_SDPA
+
+    if layout == "NHD":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
+    o = _ORIGINAL_SDPA(q, k, v, is_causal=causal, scale=sm_scale, **gqa)
+    if layout == "NHD":
+        out = torch.empty_like(o.transpose(1, 2), memory_format=torch.contiguous_format)
+        out.transpose(1, 2).copy_(o)
+        return out
+    return o
