@@ -13,7 +13,7 @@ never slower for them. ``sageattn.stats`` counts where the calls went.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._api import ModeLike, attention, parse_mode
 
@@ -82,32 +82,38 @@ stats: Dict[str, int] = {"int8attn": 0, "sdpa_routed": 0}
 sageattn.stats = stats  # type: ignore[attr-defined]
 
 
+# The processors' routing and the unpatched SDPA, bound on the first CUDA call (torch is there
+# then; importing inside every call would cost microseconds of host time).
+_torch_parts: Optional[Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any]]] = None
+
+
+def _routing_parts() -> Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any]]:
+    global _torch_parts
+    if _torch_parts is None:
+        from . import _processors
+        from ._torch_op import _ORIGINAL_SDPA
+
+        _torch_parts = (_processors._call_shape, _processors._route, _ORIGINAL_SDPA)
+    return _torch_parts
+
+
 def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> bool:
     """Whether the routing sends this call to SDPA: CUDA torch tensors only, the processors'
     rule (:func:`int8attn._processors._route`) on the same call shape."""
     if not getattr(q, "is_cuda", False) or type(q).__module__.split(".")[0] != "torch":
         return False
-    from . import _processors  # torch is there: q is a torch tensor
-
-    shape = _processors._call_shape(q, k, layout)
-    n = 1 if layout == "NHD" else 2
-    if causal and int(q.shape[n]) != int(k.shape[n]):
+    call_shape, route, _ = _routing_parts()
+    device, head_dim, nq, nk, batch_heads = call_shape(q, k, layout)
+    if causal and nq != nk:
         return False
-    return _processors._route("auto", shape[0], int(parse_mode(mode)), *shape[1:])
+    return route("auto", device, int(parse_mode(mode)), head_dim, nq, nk, batch_heads)
 
 
 def _sdpa(q: Any, k: Any, v: Any, layout: str, causal: bool, sm_scale: Optional[float]) -> Any:
     """SDPA on the call, its output laid out like ``q`` (int8attn's own output is)."""
-    import torch
-
-    from ._torch_op import _ORIGINAL_SDPA
-
+    sdpa = _routing_parts()[2]
     if layout == "NHD":
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
     gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
-    o = _ORIGINAL_SDPA(q, k, v, is_causal=causal, scale=sm_scale, **gqa)
-    if layout == "NHD":
-        out = torch.empty_like(o.transpose(1, 2), memory_format=torch.contiguous_format)
-        out.transpose(1, 2).copy_(o)
-        return out
-    return o
+    o = sdpa(q, k, v, is_causal=causal, scale=sm_scale, **gqa)
+    return o.transpose(1, 2).contiguous() if layout == "NHD" else o
