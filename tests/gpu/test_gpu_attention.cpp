@@ -76,6 +76,13 @@ struct Case {
   std::function<void(t::Inputs&)> edit;  // changes the generated inputs (e.g. an outlier row)
 };
 
+// The second variant of the wide tests: bf16 inputs in the NHD layout, K scales per block.
+void use_bf16_nhd_block_k_scales(Case& c) {
+  c.dtype = INT8ATTN_DTYPE_BF16;
+  c.layout = t::Layout::NHD;
+  c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+}
+
 struct Outcome {
   t::Metrics vs_ref, vs_cpu;
   int64_t unwritten = 0;
@@ -388,9 +395,7 @@ TEST_F(GpuAttention, MisalignedKAndVTakeTheStridedPreparation) {
       Outcome r;
       run(c, r);
       expect_bar(c, r, name(c) + " misaligned K/V");
-      c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
-      c.dtype = INT8ATTN_DTYPE_BF16;
-      c.layout = t::Layout::NHD;
+      use_bf16_nhd_block_k_scales(c);
       c.misaligned_q_o = true;
       run(c, r);
       expect_bar(c, r, name(c) + " misaligned Q/O/K/V, bf16 NHD, K per block");
@@ -531,9 +536,7 @@ TEST_F(GpuAttention, StatisticsOverManyCtasAndSampledRows) {
         c.family = t::Family::ChannelBias;
         c.seed = static_cast<uint64_t>(D * 7 + mode + variant);
         if (variant == 1) {
-          c.dtype = INT8ATTN_DTYPE_BF16;
-          c.layout = t::Layout::NHD;
-          c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+          use_bf16_nhd_block_k_scales(c);
           c.with_lse = true;
         }
         Outcome r;
@@ -562,10 +565,8 @@ TEST_F(GpuAttention, QuantizationLayoutsOverManyTiles) {
         c.family = t::Family::ChannelBias;
         c.seed = static_cast<uint64_t>(D * 5 + mode + variant);
         if (variant == 1) {
+          use_bf16_nhd_block_k_scales(c);
           c.k_lengths = {2500, 1201};
-          c.dtype = INT8ATTN_DTYPE_BF16;
-          c.layout = t::Layout::NHD;
-          c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
         }
         Outcome r;
         run(c, r);
