@@ -745,23 +745,27 @@ TEST_F(GpuAttention, ManyKeysInOneCtaStayAccurate) {
 
 // Few rows and many keys: the prefill grid alone would leave most SMs idle, so the key range is
 // split (on Hopper in the warp-specialised kernel, elsewhere in the warp-MMA one) and the
-// partial results combined; GQA packing, a ragged key tail and the LSE ride along.
+// partial results combined; GQA packing, a ragged key tail and the LSE ride along. K scales
+// per block too.
 TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
   for (int32_t mode : kModes)
-    for (int64_t D : {64, 128, 160}) {
-      Case c;
-      c.mode = mode;
-      c.Hq = 4;
-      c.Hkv = 2;
-      c.Nq = 70;
-      c.Nk = 5000;
-      c.D = D;
-      c.with_lse = true;
-      Outcome r;
-      run(c, r);
-      expect_bar(c, r, name(c) + " split-KV prefill");
-      EXPECT_LE(r.lse_vs_ref.max_abs, 0.02) << t::to_string(r.lse_vs_ref);
-    }
+    for (int64_t D : {64, 128, 160})
+      for (int32_t k_gran : {INT8ATTN_GRANULARITY_DEFAULT, INT8ATTN_GRANULARITY_PER_BLOCK}) {
+        if (mode == INT8ATTN_MODE_EXACT && k_gran == INT8ATTN_GRANULARITY_PER_BLOCK) continue;
+        Case c;
+        c.mode = mode;
+        c.Hq = 4;
+        c.Hkv = 2;
+        c.Nq = 70;
+        c.Nk = 5000;
+        c.D = D;
+        c.k_gran = k_gran;
+        c.with_lse = true;
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + " split-KV prefill" + (k_gran ? ", K per block" : ""));
+        EXPECT_LE(r.lse_vs_ref.max_abs, 0.02) << t::to_string(r.lse_vs_ref);
+      }
 }
 
 // Small problems (at most 256 keys and 8·64 query rows per kv-head, fresh K/V) run on Hopper as
