@@ -77,7 +77,8 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
 _ROUTES = ("auto", "always")
 
 #: Where ``sageattn``'s calls went: ``int8attn`` and ``sdpa_routed`` (the routing table, or an
-#: EXACT call, sent it to SDPA). Reset by assigning zeros.
+#: EXACT call, sent it to SDPA). Reset in place: ``sageattn.stats.update(int8attn=0,
+#: sdpa_routed=0)``.
 stats: Dict[str, int] = {"int8attn": 0, "sdpa_routed": 0}
 sageattn.stats = stats  # type: ignore[attr-defined]
 
