@@ -92,9 +92,8 @@ def _routing_parts() -> Tuple[Callable[..., Any], Callable[..., bool], Callable[
     global _torch_parts
     if _torch_parts is None:
         from . import _processors
-        from ._torch_op import _ORIGINAL_SDPA
 
-        _torch_parts = (_processors._call_shape, _processors._route, _ORIGINAL_SDPA)
+        _torch_parts = (_processors._call_shape, _processors._route, _processors._ORIGINAL_SDPA)
     return _torch_parts
 
 
