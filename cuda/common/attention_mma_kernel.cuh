@@ -394,6 +394,7 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
 
   bool full = true;
   int t = next_visible(t_begin, full);
+  const int t_first = t;
   // The first key tile flies during the Q prologue where Q stages outside stage 0 (for
   // the 1-warp decode CTAs the prologue is a fifth of their time).
   constexpr bool kEarlyTile = T::kStagedQ && WARPS * staged_q_bytes<DPAD>() <= T::kStageBytes;
@@ -496,13 +497,17 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 1);
     l_run[rh] += __shfl_xor_sync(0xffffffffu, l_run[rh], 2);
   }
-  if (T::kStagedO && (p.num_splits > 1 || p.o_vec))
+  if (T::kStagedO && (p.num_splits > 1 || p.o_vec)) {
+    // The staging areas overlap Q's (read after the prologue's barrier): without a key tile
+    // (a CTA whose rows see no key), no loop barrier separated those reads from these writes.
+    if (t_first >= t_end) __syncthreads();
     store_o_rows_staged<DPAD>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, split, b, hkv, L,
                               kv_head, m_tile * kAttnBlockM + warp * 16, lane,
                               smem + warp * staged_o_bytes<DPAD>());
-  else
+  } else {
     write_output_rows<DPAD, T::kInt8QK>(p, acc, m_run, l_run, my_rows, lse_shift, kPOffset, split,
                                         b, kv_head, t4);
+  }
 }
 
 // Launch one instantiation (sets the dynamic shared-memory limit on first use).
