@@ -9,6 +9,7 @@
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/launch.cuh"
 #include "cuda/common/prepare_kv_bodies.cuh"
+#include "cuda/common/prepare_kv_quantize.cuh"
 
 namespace int8attn {
 namespace {
@@ -100,30 +101,16 @@ int stats_ctas_per_sm() {
   return n;
 }
 
-// Quantize one 64-token tile per CTA with its head's constants (those the statistics kernel
-// finalized, or for cache appends those kept since the first append).
-template <typename T, bool kVec, int kItems>
-__global__ void __launch_bounds__(kTileThreads, kItems <= 4 ? 4 : 2)
+// Quantize one 64-token tile per CTA (prepare_kv_quantize.cuh): 32·kSpan threads at 64 registers,
+// so 32 warps per SM at every head dim.
+template <typename T, bool kVec, int kSpan>
+__global__ void __launch_bounds__(prep::TileLanes<kSpan>::kThreads,
+                                  1024 / prep::TileLanes<kSpan>::kThreads)
     kv_quantize_kernel(const KvPrepParams p) {
   dev::chain_kernels();
   extern __shared__ __align__(16) uint8_t s_vt[];  // FAST: [64 tokens][dpad + 4]
-  __shared__ prep::HeadConsts hc;
-  __shared__ float s_amax[kTokens];
-  __shared__ float s_block_amax;
-  const int tile = blockIdx.x, head = blockIdx.y, b = head / p.heads_h, h = head % p.heads_h;
-  const int64_t hoff = static_cast<int64_t>(head) * p.dpad;
-  const bool quant = int8_qk(p.mode);
-  for (int d = threadIdx.x; d < p.dpad; d += kTileThreads) {
-    const bool live = quant && d < p.D;
-    hc.mu_k[d] = live && p.k_mean != nullptr ? p.k_mean[hoff + d] : 0.f;
-    hc.alpha[d] = live && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f;
-    hc.mu_v[d] = live ? p.v_mean[hoff + d] : 0.f;
-    hc.inv_sv[d] = live ? 1.0f / p.v_scale[hoff + d] : 0.f;
-  }
-  if (threadIdx.x < 32) hc.token_of_col[fp8_v_logical_position(threadIdx.x)] = threadIdx.x;
-  prep::quantize_tile<T, kVec, kItems>(p, tile, head, b, h, threadIdx.x, hc,
-                                       prep::TileScratch{s_vt, s_amax, &s_block_amax},
-                                       [] { __syncthreads(); });
+  __shared__ prep::TileShared sh;
+  prep::quantize_tile<T, kVec, kSpan>(p, blockIdx.x, blockIdx.y, sh, s_vt);
 }
 
 bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
@@ -186,13 +173,13 @@ cudaError_t launch_kv_quantize_tiles(const KvPrepParams& p, cudaStream_t s, bool
   const size_t smem = fp8_pv(p.mode) ? static_cast<size_t>(kTokens) * (p.dpad + 4) : 0;
   const bool vec = kv_prep_vectorizable(p);
   return dev::dispatch_half(p.dtype, [&](auto t) {
-    return prep::dispatch_items(p.dpad, [&](auto items) {
+    return prep::dispatch_span(p.dpad, [&](auto span) {
       using T = decltype(t);
-      constexpr int kItems = decltype(items)::value;
-      const dim3 block(kTileThreads);
+      constexpr int kSpan = decltype(span)::value;
+      const dim3 block(prep::TileLanes<kSpan>::kThreads);
       if (vec)
-        return launch_kernel(kv_quantize_kernel<T, true, kItems>, grid, block, smem, s, early, p);
-      return launch_kernel(kv_quantize_kernel<T, false, kItems>, grid, block, smem, s, early, p);
+        return launch_kernel(kv_quantize_kernel<T, true, kSpan>, grid, block, smem, s, early, p);
+      return launch_kernel(kv_quantize_kernel<T, false, kSpan>, grid, block, smem, s, early, p);
     });
   });
 }
