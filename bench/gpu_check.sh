@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything the GPU machine is for, in one call (or two: --no-bench, then --bench-only): build (unless a build is carried in), GPU
-# tests, compute-sanitizer memcheck + racecheck on a subset, the Python GPU tests, the CLI's
+# tests, compute-sanitizer memcheck (every test) + racecheck (a subset), the Python GPU tests, the CLI's
 # main job, and the benchmark against torch SDPA. Logs and results go to $OUT (or
 # bench/results/run-<date>); the benchmark table is printed last.
 #
@@ -56,10 +56,11 @@ for t in "$BUILD"/bin/test_*; do
 done
 
 if [ "$SANITIZE" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  step "compute-sanitizer memcheck + racecheck (subset)"
+  step "compute-sanitizer memcheck (all) + racecheck (subset)"
   t="$BUILD/bin/test_gpu_attention"
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$t" \
-    --gtest_filter='*Causal*:*BlockMask*:*Cache*:*SplitKv*:*Predicted*:*HeadDim160*:*SmallProblems*:*LargeProblems*:*QuantizationLayouts*' >"$OUTDIR/memcheck.log" 2>&1
+  # memcheck over every GPU test (about a minute on an H100); racecheck, ~10x slower, over the
+  # tests of shared-memory protocols (the rest passed it once, 2026-11-25).
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$t" >"$OUTDIR/memcheck.log" 2>&1
   rc=$?; tail -n 4 "$OUTDIR/memcheck.log" | tee -a "$LOG"; [ $rc -eq 0 ] || { echo "memcheck rc $rc" | tee -a "$LOG"; status=1; }
   compute-sanitizer --tool racecheck --error-exitcode 9 "$t" \
     --gtest_filter='*BlockMask*:*SplitKv*:*Causal*:*HeadDim160*:*SmallProblems*:*QuantizationLayouts*' >"$OUTDIR/racecheck.log" 2>&1
