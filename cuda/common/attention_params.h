@@ -27,7 +27,7 @@ inline constexpr __host__ __device__ int sm90_consumer_warpgroups(int dpad) {
   return dpad <= 64 ? 3 : 2;
 }
 // Logical position of physical key j (0..31) inside a 32-key group of FAST's V^T layout.
-inline __host__ __device__ int fp8_v_logical_position(int j) {
+inline constexpr __host__ __device__ int fp8_v_logical_position(int j) {
   const int half = j >> 4, r = j & 15;
   return half * 16 + ((r & 7) >> 1) * 4 + (r >> 3) * 2 + (r & 1);
 }

@@ -75,6 +75,20 @@ __device__ __forceinline__ void transpose4x4_bytes(uint32_t a, uint32_t b, uint3
   out[3] = __byte_perm(ab23, cd23, 0x7632);
 }
 
+// Whether columns 4u..4u+3 of each 16-key group of V^T hold tokens 2u, 2u+1, 2u+8, 2u+9 (the
+// order store_vt_tile writes), as fp8_v_logical_position defines it.
+constexpr bool vt_order_is_pairs_of_pairs() {
+  for (int half = 0; half < 2; ++half)
+    for (int u = 0; u < 4; ++u) {
+      const int t = 16 * half + 2 * u, c = 16 * half + 4 * u;
+      if (fp8_v_logical_position(t) != c || fp8_v_logical_position(t + 1) != c + 1 ||
+          fp8_v_logical_position(t + 8) != c + 2 || fp8_v_logical_position(t + 9) != c + 3)
+        return false;
+    }
+  return true;
+}
+static_assert(vt_order_is_pairs_of_pairs(), "store_vt_tile follows fp8_v_logical_position");
+
 // FAST's whole 64-key tile of V^T from the staging (row tok: E4M3 channels of that token) to
 // rows d of the head's V^T at columns [col0, col0 + 64), keys permuted inside each group of 16
 // (fp8_v_logical_position: columns 4u..4u+3 hold tokens 2u, 2u+1, 2u+8, 2u+9). A unit is 4
