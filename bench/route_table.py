@@ -2,23 +2,31 @@
 """Measure the routing table the diffusers processors decide with (int8attn vs cuDNN SDPA).
 
 For a grid of head dims × query lengths × key lengths (self-attention and the short-key text
-cross-attention of SD/SDXL/PixArt/video DiTs), times PyTorch SDPA with the cuDNN backend and
-int8attn end-to-end in each mode as the diffusers processors call it (FAST with K scales per
-64 keys) on the same fp16 inputs (CUDA-graph replays, median, as
-``bench.py``), plus, for short keys, int8attn against K/V kept quantized in a ``KVCache`` (what
-the processors' text K/V cache could save). Writes:
+cross-attention of SD/SDXL/PixArt/video DiTs), and at the exact attention shapes of the
+benchmarked models (``MODEL_SHAPES``), times PyTorch SDPA with the cuDNN backend and int8attn
+end-to-end in each mode as the diffusers processors call it (FAST with K scales per 64 keys) on
+the same fp16 inputs (CUDA-graph replays, median, as ``bench.py``), plus, for short keys,
+int8attn against K/V kept quantized in a ``KVCache`` (what the processors' text K/V cache could
+save). Writes:
 
 - ``--table PATH``: the table the package ships (``int8attn/routing/sm<cc>.json``): per mode,
   head dim and batch × heads (12, 24, 48, 96), SDPA-cuDNN time / int8attn time at each grid point,
-  and again at lengths that are not multiples of 128 (cuDNN is slower there);
+  again at lengths that are not multiples of 128 (cuDNN is slower there), and at the models'
+  exact shapes;
 - ``OUT/route_table.json`` and ``OUT/route_table.md``: every time and ratio, and the short-key
   and mid-size summary.
 
-Usage: python3 bench/route_table.py [--quick] [--out DIR] [--table PATH]
+A full run takes about ten minutes on an H100. ``--part I/N`` measures every N-th cell from the
+I-th (so a run fits a time limit), and ``--merge DIR...`` joins the parts' ``route_table.json``
+into the files above, as one run would have written them.
+
+Usage: python3 bench/route_table.py [--quick] [--part I/N] [--out DIR] [--table PATH]
+       python3 bench/route_table.py --merge DIR [DIR...] [--out DIR] [--table PATH]
 """
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 import datetime
 import json
 import os
@@ -52,6 +60,48 @@ LEVEL_MODES = ("balanced", "fast")
 # tokens (SD3: 4096 + 333) can win where the power-of-two lengths lose. Those cells are measured
 # again at lengths + UNALIGNED, for calls whose lengths are not multiples of 128.
 UNALIGNED = 77
+# The attention layers of the models bench/pipeline.py runs (and PixArt), measured at their own
+# shapes: cuDNN's speed moves with how a length fills its tiles and the GPU's waves, so the
+# nearest grid point can be off by 20% at one model's shape (Flux at 1024 px, 4608 tokens: 0.85×
+# in the grid's 4096 cell, 1.06× in bench.py at its own length). A call of exactly one of these
+# shapes (batch × heads, head dim, Nq, Nk) reads its cell instead of the grid.
+# (model layer, batch, query heads, head dim, Nq, Nk)
+MODEL_SHAPES = (
+    ("sd15 4096-token self", 2, 8, 40, 4096, 4096),
+    ("sd15 4096-token text", 2, 8, 40, 4096, 77),
+    ("sd15 1024-token self", 2, 8, 80, 1024, 1024),
+    ("sd15 1024-token text", 2, 8, 80, 1024, 77),
+    ("sd15 256-token self", 2, 8, 160, 256, 256),
+    ("sd15 256-token text", 2, 8, 160, 256, 77),
+    ("sd15 64-token self", 2, 8, 160, 64, 64),
+    ("sd15 64-token text", 2, 8, 160, 64, 77),
+    ("sdxl 4096-token self", 2, 10, 64, 4096, 4096),
+    ("sdxl 4096-token text", 2, 10, 64, 4096, 77),
+    ("sdxl 1024-token self", 2, 20, 64, 1024, 1024),
+    ("sdxl 1024-token text", 2, 20, 64, 1024, 77),
+    ("pixart 1024px self", 2, 16, 72, 4096, 4096),
+    ("pixart 1024px text", 2, 16, 72, 4096, 120),
+    ("sd3 1024px joint", 2, 24, 64, 4429, 4429),
+    ("flux 1024px joint", 1, 24, 128, 4608, 4608),
+    ("flux 2048px joint", 1, 24, 128, 16896, 16896),
+    ("cogvideox 480p joint", 2, 30, 64, 17776, 17776),
+    ("wan 480p self", 2, 12, 128, 32760, 32760),
+    ("wan 480p text", 2, 12, 128, 32760, 512),
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement: lengths nq + offset and nk + offset (offset 0 or UNALIGNED) at batch ×
+    heads; ``full`` times every method (the grid's first level), else the routed modes."""
+    batch: int
+    heads: int
+    d: int
+    nq: int
+    nk: int
+    offset: int = 0
+    full: bool = False
+    model: str = ""
 
 
 def grid(quick: bool):
@@ -68,21 +118,26 @@ def grid(quick: bool):
                         continue
                     level_cell = (n_q in LEVEL_NQ or quick) and 1024 <= n_k <= n_q
                     if heads == HEADS[0] or level_cell:
-                        yield heads, d, n_q, n_k, 0
+                        yield Cell(BATCH, heads, d, n_q, n_k, 0, heads == HEADS[0])
                     if level_cell:
-                        yield heads, d, n_q, n_k, UNALIGNED
+                        yield Cell(BATCH, heads, d, n_q, n_k, UNALIGNED)
+    for name, b, heads, d, n_q, n_k in (MODEL_SHAPES[:1] if quick else MODEL_SHAPES):
+        yield Cell(b, heads, d, n_q, n_k, model=name)
 
 
-def measure(heads: int, d: int, n_q: int, n_k: int, offset: int) -> dict:
-    """One grid cell: lengths n_q + offset and n_k + offset (offset 0 or UNALIGNED)."""
-    full = heads == HEADS[0] and offset == 0  # every method once; the routed modes otherwise
-    g = torch.Generator(device="cuda").manual_seed(n_q * 7 + n_k * 3 + d + heads + offset)
-    lq, lk = n_q + offset, n_k + offset
-    q = torch.randn(BATCH, heads, lq, d, device="cuda", dtype=torch.float16, generator=g)
-    k = torch.randn(BATCH, heads, lk, d, device="cuda", dtype=torch.float16, generator=g)
-    v = torch.randn(BATCH, heads, lk, d, device="cuda", dtype=torch.float16, generator=g)
-    row = {"batch_heads": BATCH * heads, "head_dim": d, "nq": n_q, "nk": n_k, "offset": offset,
-           "ms": {}, "method": {}}
+def measure(c: Cell) -> dict:
+    """One cell's times and ratios."""
+    seed = c.nq * 7 + c.nk * 3 + c.d + c.heads + c.offset
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    lq, lk = c.nq + c.offset, c.nk + c.offset
+    q = torch.randn(c.batch, c.heads, lq, c.d, device="cuda", dtype=torch.float16, generator=g)
+    k = torch.randn(c.batch, c.heads, lk, c.d, device="cuda", dtype=torch.float16, generator=g)
+    v = torch.randn(c.batch, c.heads, lk, c.d, device="cuda", dtype=torch.float16, generator=g)
+    full = c.full
+    row = {"batch_heads": c.batch * c.heads, "head_dim": c.d, "nq": c.nq, "nk": c.nk,
+           "offset": c.offset, "ms": {}, "method": {}}
+    if c.model:
+        row.update(model=c.model, batch=c.batch)
 
     def sdpa(backend):
         def fn():
@@ -103,9 +158,10 @@ def measure(heads: int, d: int, n_q: int, n_k: int, offset: int) -> dict:
         kg = "block" if mode == "fast" else None
         row["ms"][mode], row["method"][mode] = time_fn(
             lambda: int8attn.attention(q, k, v, mode=mode, out=out, k_granularity=kg))
-    if n_k <= 512 and full:  # text K/V quantized once, then reused every step
+    if c.nk <= 512 and full:  # text K/V quantized once, then reused every step
         for mode in ("balanced", "fast"):
-            with int8attn.KVCache(BATCH, heads, n_k, d, device="cuda", mode=mode) as cache:
+            with int8attn.KVCache(c.batch, c.heads, c.nk, c.d, device="cuda",
+                                  mode=mode) as cache:
                 cache.append(k, v)
                 row["ms"][f"{mode}_cached"], row["method"][f"{mode}_cached"] = time_fn(
                     lambda: cache.forward(q, out=out))
@@ -116,7 +172,14 @@ def measure(heads: int, d: int, n_q: int, n_k: int, offset: int) -> dict:
 
 def table_json(rows, dims, meta) -> dict:
     """The package's table: per mode, head dim and level of batch × heads, the [nq][nk] grid of
-    ratios; a cell not measured at a level takes the first level's ratio."""
+    ratios; a cell not measured at a level takes the first level's ratio; the model shapes'
+    cells in ``shapes``."""
+    shapes = [{"model": r["model"], "batch_heads": r["batch_heads"], "head_dim": r["head_dim"],
+               "nq": r["nq"], "nk": r["nk"],
+               "ratio": {m: round(x, 3) for m, x in r["ratio"].items()
+                         if m in MODES and x is not None}}
+              for r in rows if r.get("model")]
+    rows = [r for r in rows if not r.get("model")]
     nq = sorted({r["nq"] for r in rows})
     nk = sorted({r["nk"] for r in rows})
     levels = sorted({r["batch_heads"] for r in rows})
@@ -150,16 +213,17 @@ def table_json(rows, dims, meta) -> dict:
         for d in dims:
             ratio[mode][str(d)] = grids(mode, d, 0)
             ratio_unaligned[mode][str(d)] = grids(mode, d, UNALIGNED, ratio[mode][str(d)])
-    cap = torch.cuda.get_device_capability()
-    return {"device": meta["gpu"], "capability": list(cap), "source": meta["source"],
+    return {"device": meta["gpu"], "capability": meta["capability"], "source": meta["source"],
             "measured": meta["date"], "torch": meta["torch"], "cudnn": meta["cudnn"],
             "batch_heads": levels, "head_dims": list(dims), "nq": nq, "nk": nk,
             "ratio": ratio, "ratio_unaligned": ratio_unaligned, "unaligned_offset": UNALIGNED,
+            "shapes": shapes,
             "note": "SDPA-cuDNN time / int8attn end-to-end time, fp16, batch "
                     f"{BATCH} x query heads per level; ratio_unaligned: at lengths + "
                     f"{UNALIGNED}, for calls whose lengths are not multiples of 128; cells not "
-                    "measured take the aligned table's ratio, else the first level's; made by "
-                    "bench/route_table.py"}
+                    "measured take the aligned table's ratio, else the first level's; shapes: "
+                    "cells at models' exact shapes (batch x heads, head dim, Nq, Nk), read "
+                    "before the grid; made by bench/route_table.py"}
 
 
 def markdown(rows, meta) -> str:
@@ -178,7 +242,7 @@ def markdown(rows, meta) -> str:
     def t(x):
         return "—" if x is None else round(x, 4)
 
-    for r in rows:
+    for r in (r for r in rows if not r.get("model")):
         ms, ra = r["ms"], r["ratio"]
         lines.append(
             f"| {r['batch_heads']} | {r['head_dim']} | {r['nq'] + r['offset']} | "
@@ -186,12 +250,68 @@ def markdown(rows, meta) -> str:
             f"{t(ms.get('cudnn'))} | {t(ms.get('flash'))} | "
             f"{f(ra.get('exact'))} | {f(ra.get('balanced'))} | {f(ra.get('fast'))} | "
             f"{f(ra.get('balanced_cached'))} | {f(ra.get('fast_cached'))} |")
+    models = [r for r in rows if r.get("model")]
+    if models:
+        lines += ["", "## The models' attention shapes", "",
+                  "Measured at each layer's own shape (B, H, lengths); a call of exactly this "
+                  "shape reads this cell, not the grid. Routed: where the processors' FAST calls "
+                  "go.", "",
+                  "| layer | B·H | D | Nq | Nk | cuDNN ms | balanced ms | fast ms | balanced | "
+                  "fast | FAST routed to |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in models:
+            ms, ra = r["ms"], r["ratio"]
+            fast = ra.get("fast")
+            lines.append(
+                f"| {r['model']} | {r['batch_heads']} | {r['head_dim']} | {r['nq']} | "
+                f"{r['nk']} | {t(ms.get('cudnn'))} | {t(ms.get('balanced'))} | "
+                f"{t(ms.get('fast'))} | {f(ra.get('balanced'))} | {f(fast)} | "
+                f"{'—' if fast is None else ('SDPA' if fast < 1.0 else 'int8attn')} |")
     return "\n".join(lines) + "\n"
+
+
+def parse_part(text: str):
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--part {text!r}: expected I/N, e.g. 1/2") from None
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"--part {text!r}: I must be in 1..N")
+    return i, n
+
+
+def merged_rows(dirs, cells):
+    """The parts' rows in one run's order (the grid's), refusing gaps and repeats."""
+    order = {(c.batch * c.heads, c.d, c.nq, c.nk, c.offset, c.model): i
+             for i, c in enumerate(cells)}
+    found, meta = {}, None
+    for d in dirs:
+        path = os.path.join(d, "route_table.json")
+        with open(path) as fh:
+            part = json.load(fh)
+        meta = meta or part["meta"]
+        for r in part["rows"]:
+            key = (r["batch_heads"], r["head_dim"], r["nq"], r["nk"], r["offset"],
+                   r.get("model", ""))
+            if key not in order:
+                raise SystemExit(f"{path}: a row not in this script's grid: {key}")
+            if key in found:
+                raise SystemExit(f"{path}: row {key} measured twice (parts overlap)")
+            found[key] = r
+    missing = [k for k in order if k not in found]
+    if missing:
+        raise SystemExit(f"--merge: {len(missing)} cells not measured in {dirs}, e.g. "
+                         f"{missing[0]} (give every part)")
+    return [found[k] for k in sorted(found, key=order.get)], meta
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (smoke test)")
+    ap.add_argument("--part", type=parse_part, default=None, metavar="I/N",
+                    help="measure every N-th cell from the I-th (join the parts with --merge)")
+    ap.add_argument("--merge", nargs="+", default=None, metavar="DIR",
+                    help="join the route_table.json of these parts' folders (no GPU needed)")
     ap.add_argument("--out", default=None, help="results folder (default bench/results/run-*)")
     ap.add_argument("--table", default=None,
                     help="write the package's routing table here (e.g. "
@@ -200,26 +320,42 @@ def main() -> int:
     out_dir = args.out or os.path.join("bench", "results",
                                        "run-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
-    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "cudnn": torch.backends.cudnn.version(), "int8attn": int8attn.version(),
-            "date": datetime.date.today().isoformat(), "command": " ".join(sys.argv),
-            "source": "bench/results/ (route_table.json of the run that wrote this table)"}
+    if args.part and args.table:
+        ap.error("--table with --part would write a partial table: give it to --merge")
     cells = list(grid(args.quick))
-    rows, t0 = [], time.time()
-    for i, (heads, d, n_q, n_k, offset) in enumerate(cells):
-        rows.append(measure(heads, d, n_q, n_k, offset))
-        r = rows[-1]["ratio"]
-        log(f"[{i + 1}/{len(cells)} {time.time() - t0:.0f}s] B*H={BATCH * heads} D={d} "
-            f"Nq={n_q + offset} Nk={n_k + offset}: "
-            + " ".join(f"{m} {r[m]:.2f}" for m in MODES if r.get(m)))
-        torch.cuda.empty_cache()
-    dims = sorted({r["head_dim"] for r in rows})
+    if args.merge:
+        rows, meta = merged_rows(args.merge, cells)
+        meta = {k: v for k, v in meta.items() if k != "part"}
+        meta["command"] = f"{meta['command']} (parts joined by: {' '.join(sys.argv)})"
+    else:
+        meta = {"gpu": torch.cuda.get_device_name(),
+                "capability": list(torch.cuda.get_device_capability()),
+                "torch": torch.__version__,
+                "cudnn": torch.backends.cudnn.version(), "int8attn": int8attn.version(),
+                "date": datetime.date.today().isoformat(), "command": " ".join(sys.argv),
+                "source": "bench/results/ (route_table.json of the run that wrote this table)"}
+        if args.part:
+            i, n = args.part
+            cells = cells[i - 1::n]
+            meta["part"] = f"{i}/{n}"
+        rows, t0 = [], time.time()
+        for i, c in enumerate(cells):
+            rows.append(measure(c))
+            r = rows[-1]["ratio"]
+            spent = time.time() - t0
+            left = spent / (i + 1) * (len(cells) - i - 1)
+            log(f"[{i + 1}/{len(cells)} {spent:.0f}s, ~{left:.0f}s left] {c.model + ': ' if c.model else ''}B*H={c.batch * c.heads} D={c.d} "
+                f"Nq={c.nq + c.offset} Nk={c.nk + c.offset}: "
+                + " ".join(f"{m} {r[m]:.2f}" for m in MODES if r.get(m)))
+            torch.cuda.empty_cache()
+    dims = sorted({r["head_dim"] for r in rows if not r.get("model")})
     with open(os.path.join(out_dir, "route_table.json"), "w") as fh:
         json.dump({"meta": meta, "rows": rows}, fh, indent=1)
     md = markdown(rows, meta)
     with open(os.path.join(out_dir, "route_table.md"), "w") as fh:
         fh.write(md)
     if args.table:
+        meta = dict(meta, source=os.path.relpath(os.path.join(out_dir, "route_table.json")))
         os.makedirs(os.path.dirname(os.path.abspath(args.table)), exist_ok=True)
         with open(args.table, "w") as fh:
             json.dump(table_json(rows, dims, meta), fh, indent=1)

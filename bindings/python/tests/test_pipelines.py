@@ -210,6 +210,37 @@ def test_route_table_nearest_point(monkeypatch):
                              "ratio": {"fast": {"64": [[[1.0, 1.0, 1.0]] * 2]}}})
 
 
+def test_route_table_exact_model_shapes(monkeypatch):
+    """A call of exactly a measured model shape reads its cell, not the grid's nearest point."""
+    data = {"device": "test GPU", "capability": [9, 0], "head_dims": [64, 128],
+            "batch_heads": [24], "nq": [4096], "nk": [4096],
+            "ratio": {"fast": {"64": [[[0.85]]], "128": [[[0.85]]]}},
+            "shapes": [{"model": "flux 1024px joint", "batch_heads": 24, "head_dim": 128,
+                        "nq": 4608, "nk": 4608, "ratio": {"fast": 1.06, "balanced": 0.9}},
+                       {"model": "sd15 4096-token self", "batch_heads": 16, "head_dim": 40,
+                        "nq": 4096, "nk": 4096, "ratio": {"fast": 0.97}}]}
+    t = _routing.RouteTable(data)
+    assert t.ratio_for(3, 128, 4608, 4608, 24) == 1.06   # the exact cell
+    assert t.ratio_for(2, 128, 4608, 4608, 24) == 0.9
+    assert t.ratio_for(3, 128, 4608, 4608, 48) == 0.85   # other batch x heads: the grid
+    assert t.ratio_for(3, 128, 4736, 4736, 24) == 0.85   # other lengths: the grid
+    assert t.ratio_for(3, 40, 4096, 4096, 16) == 0.97    # raw head dim, not the padded one
+    assert t.ratio_for(3, 64, 4096, 4096, 16) == 0.85
+    assert t.ratio_for(1, 128, 4608, 4608, 24) is None     # mode measured nowhere
+    monkeypatch.setattr(_routing, "_tables", {(9, 0): t})
+    monkeypatch.setattr(_routing, "_capability", {0: (9, 0)})
+    monkeypatch.setattr(_routing, "_decisions", {})
+    assert not _routing.prefer_sdpa(0, 3, 128, 4608, 4608, 24)
+    assert _routing.prefer_sdpa(0, 3, 128, 4096, 4096, 24)
+    assert _routing.prefer_sdpa(0, 3, 40, 4096, 4096, 16)
+    shapes = {(s["model"], s["mode"]): s for s in _routing.describe()[0]["shapes"]}
+    assert not shapes[("flux 1024px joint", "fast")]["routed_to_sdpa"]
+    assert shapes[("flux 1024px joint", "balanced")]["routed_to_sdpa"]
+    assert shapes[("sd15 4096-token self", "fast")]["ratio"] == 0.97
+    with pytest.raises(ValueError, match="shape cell"):
+        _routing.RouteTable(dict(data, shapes=[{"model": "x", "head_dim": 64, "ratio": {}}]))
+
+
 def test_prefer_sdpa_uses_the_device_table(monkeypatch):
     monkeypatch.setattr(_routing, "_tables", {(9, 0): _table([[0.5, 0.9, None],
                                                               [0.4, 0.8, 1.5]],
@@ -352,6 +383,43 @@ def test_standard_processor_matches_stock_and_counts_fallbacks():
         attn.set_processor(AttnProcessor2_0())
         torch.testing.assert_close(out_m, attn(x, text, attention_mask=mask))
     assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 1
+
+
+@needs_diffusers
+def test_routed_standard_calls_run_the_stock_processor(monkeypatch):
+    """A call the table sends to SDPA runs diffusers' own AttnProcessor2_0 (decided before the
+    projections, so its host time is stock's), counted; cached text K/V go the long way."""
+    attn = _cross_attention(3)
+    x = randn(2, 64, 64, seed=4)
+    text = randn(2, 77, 48, seed=5)
+    seen = []
+
+    def every_call_to_sdpa(route, device, *shape):
+        seen.append(shape)
+        return route == "auto"
+
+    monkeypatch.setattr(_processors, "_route", every_call_to_sdpa)
+    proc = int8attn.Int8AttnProcessor(mode="fast")
+    calls = []
+    stock = AttnProcessor2_0()
+    monkeypatch.setattr(_processors, "_stock", [lambda *a, **k: calls.append(1) or stock(*a, **k)])
+    with torch.no_grad():
+        attn.set_processor(AttnProcessor2_0())
+        ref = attn(x, text)
+        attn.set_processor(proc)
+        assert torch.equal(attn(x, text), ref)
+        assert len(calls) == 1 and proc.stats["sdpa_routed"] == 1 and proc.stats["int8attn"] == 0
+        # (mode, head dim, Nq, Nk, batch x heads) as the late decision would see them
+        assert seen == [(int(int8attn.Mode.FAST), attn.inner_dim // attn.heads, 64, 77,
+                         2 * attn.heads)]
+        cached = int8attn.Int8AttnProcessor(mode="fast", cache_text_kv=True)
+        attn.set_processor(cached)
+        torch.testing.assert_close(attn(x, text), ref)
+        assert len(calls) == 1 and cached.stats["sdpa_routed"] == 1
+        always = int8attn.Int8AttnProcessor(mode="fast", route="always")
+        attn.set_processor(always)
+        attn(x, text)
+        assert len(calls) == 1 and always.stats["int8attn"] == 1
 
 
 def _tiny_models():

@@ -254,6 +254,12 @@ class Int8AttnProcessor:
                  attention_mask: Optional[torch.Tensor] = None,
                  temb: Optional[torch.Tensor] = None, *args: Any, **kwargs: Any) -> torch.Tensor:
         """Compute the attention block like ``AttnProcessor2_0``, with int8attn inside."""
+        if attention_mask is None and not _torch_op._is_compiling():
+            stock = self._stock_if_routed(attn, hidden_states, encoder_hidden_states)
+            if stock is not None:
+                self._count("sdpa_routed")
+                return stock(attn, hidden_states, encoder_hidden_states, attention_mask, temb,
+                             *args, **kwargs)
         residual = hidden_states
         spatial_norm = getattr(attn, "spatial_norm", None)
         if spatial_norm is not None:
@@ -320,6 +326,27 @@ class Int8AttnProcessor:
             hidden_states = hidden_states + residual
         return hidden_states / getattr(attn, "rescale_output_factor", 1.0)
 
+    def _stock_if_routed(self, attn: Any, hidden_states: torch.Tensor,
+                         encoder_hidden_states: Optional[torch.Tensor]) -> Any:
+        """diffusers' own ``AttnProcessor2_0`` where this call goes to SDPA, decided from the
+        module and the inputs' shapes before any projection (None otherwise): a routed call
+        then costs the stock processor's host time plus one cached lookup, which matters in
+        host-bound UNet steps (SD1.5, SDXL: 32 and 140 calls a step, every one routed). Calls
+        whose projected text K/V are cached go the long way, which reuses them."""
+        cross = encoder_hidden_states is not None
+        inner = getattr(attn, "inner_dim", None)
+        heads = getattr(attn, "heads", None)
+        if self.route != "auto" or (cross and self.cache_text_kv) or not inner or not heads:
+            return None
+        shape = hidden_states.shape
+        nq = shape[1] if hidden_states.ndim == 3 else shape[2] * shape[3]
+        nk = encoder_hidden_states.shape[1] if cross else nq
+        device = hidden_states.get_device() if hidden_states.is_cuda else -1
+        if not _route(self.route, device, self._mode_now(), inner // heads, nq, nk,
+                      shape[0] * heads):
+            return None
+        return _stock_processor()
+
     # -- what Int8SDPAProcessor binds into a wrapped processor's code
     def sdpa(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
              attn_mask: Optional[torch.Tensor] = None, dropout_p: float = 0.0,
@@ -354,6 +381,18 @@ class Int8AttnProcessor:
             return original()
         return self.attention(query, key, value, layout="NHD", causal=is_causal, scale=scale,
                               fallback_fn=original)
+
+
+_stock: List[Any] = []
+
+
+def _stock_processor() -> Any:
+    """One shared instance of diffusers' ``AttnProcessor2_0`` (stateless)."""
+    if not _stock:
+        from diffusers.models.attention_processor import AttnProcessor2_0
+
+        _stock.append(AttnProcessor2_0())
+    return _stock[0]
 
 
 def _call_shape(query: torch.Tensor, key: torch.Tensor, layout: str) -> Tuple[int, ...]:

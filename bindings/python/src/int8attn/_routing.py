@@ -5,9 +5,12 @@ cross-attention, 1K-token layers) int8attn is slower than PyTorch's SDPA on the 
 The processors must never make a step slower, so for each call they ask :func:`prefer_sdpa`,
 which looks the call up in a table measured by ``bench/route_table.py`` on that GPU model: the
 speed of int8attn end-to-end (in the call's precision mode) relative to SDPA's cuDNN backend,
-on a grid of head dims × batch·heads × query lengths × key lengths. A call goes to SDPA where the
-nearest grid point (head dim rounded up, lengths nearest on a log scale, the largest measured
-batch·heads not above the call's) says int8attn is slower. cuDNN runs lengths that are not
+at the exact attention shapes of common diffusion models and on a grid of head dims ×
+batch·heads × query lengths × key lengths. A call of a measured model shape reads its own
+cell; any other goes to SDPA where the nearest grid point (head dim rounded up, lengths nearest
+on a log scale, the largest measured batch·heads not above the call's) says int8attn is slower.
+cuDNN's speed moves with how its tiles fill the GPU (Flux at 1024 px, 4608 tokens, measured
+differently from the grid's 4096), hence the exact cells; and cuDNN runs lengths that are not
 multiples of 128 slower, so such calls read a second grid measured at unaligned lengths.
 
 Tables live in ``routing/*.json`` inside the package, one per GPU compute capability; a GPU
@@ -34,10 +37,15 @@ class RouteTable:
     more heads a call has, so the ratio at a shape grows with batch × heads: SD3's 48 (CFG
     batch 2 × 24 heads) run faster in int8attn where SDXL's 20 do not.
 
+    Beside the grid, ``shapes`` holds cells measured at the exact shapes of common models'
+    attention layers (``{"model", "head_dim", "nq", "nk", "batch_heads", "ratio": {mode: x}}``);
+    a call of exactly such a shape reads that cell first.
+
     Attributes:
         device: The GPU the table was measured on.
         capability: Its compute capability (major, minor).
         source: Where the measurement is committed.
+        shapes: The exact cells, ``(mode, head_dim, nq, nk, batch_heads) -> (ratio, model)``.
     """
 
     def __init__(self, data: Dict[str, Any]) -> None:
@@ -58,6 +66,16 @@ class RouteTable:
             for mode, per_d in data.get("ratio_unaligned", data["ratio"]).items()}
         # what the unaligned grid's lengths were measured at: the grid's + this
         self.unaligned_offset = int(data.get("unaligned_offset", 0))
+        self.shapes: Dict[Tuple[str, int, int, int, int], Tuple[float, str]] = {}
+        for cell in data.get("shapes", []):
+            try:
+                dims = tuple(int(cell[k]) for k in ("head_dim", "nq", "nk", "batch_heads"))
+                for mode, r in cell["ratio"].items():
+                    if r is not None:
+                        self.shapes[(str(mode), *dims)] = (float(r), str(cell.get("model", "")))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise ValueError(f"routing table {self.device}: shape cell {cell!r} is not "
+                                 "{head_dim, nq, nk, batch_heads, ratio: {mode: x}}") from exc
         shape = f"{len(self.batch_heads)}x{len(self.nq)}x{len(self.nk)}"
         for mode, per_d in [*self.ratio.items(), *self.ratio_unaligned.items()]:
             for d, levels in per_d.items():
@@ -74,13 +92,18 @@ class RouteTable:
 
     def ratio_for(self, mode: int, head_dim: int, nq: int, nk: int,
                   batch_heads: int) -> Optional[float]:
-        """The measured speed ratio nearest to this call (None where nothing was measured):
-        head dim rounded up, lengths nearest on a log scale, and the largest level of batch ×
+        """The measured speed ratio nearest to this call (None where nothing was measured): the
+        exact cell of this shape if one was measured, else the grid's nearest point: head dim
+        rounded up, lengths nearest on a log scale, and the largest level of batch ×
         heads not above the call's (the smallest for fewer; int8attn gains with more heads, so
         where a level measured the cell, it does not overstate int8attn's speed). Lengths that
         are not both multiples of 128 read the unaligned table."""
+        name = _MODE_NAMES.get(mode, "")
+        exact = self.shapes.get((name, head_dim, nq, nk, batch_heads))
+        if exact is not None:
+            return exact[0]
         table = self.ratio if nq % 128 == 0 and nk % 128 == 0 else self.ratio_unaligned
-        per_d = table.get(_MODE_NAMES.get(mode, ""))
+        per_d = table.get(name)
         if not per_d:
             return None
         d = next((h for h in self.head_dims if h >= head_dim), self.head_dims[-1])
@@ -155,7 +178,8 @@ def describe() -> List[Dict[str, Any]]:
     """The shipped tables and, per mode, head dim and batch × heads, the shapes (Nq, Nk) routed
     to SDPA (for docs and ``int8attn.info()``-style reports): ``routed_to_sdpa`` for lengths
     that are multiples of 128, ``routed_to_sdpa_unaligned`` for others, as measured (the grid's
-    lengths + ``unaligned_offset``)."""
+    lengths + ``unaligned_offset``), and ``shapes``: the exact model-shape cells, each with its
+    ratio and whether it goes to SDPA."""
     def routed(t: RouteTable, table: Dict[str, Dict[int, List[List[List[Optional[float]]]]]],
                offset: int) -> Dict[str, Dict[int, Dict[int, List[Tuple[int, int]]]]]:
         return {mode: {d: {bh: [(t.nq[i] + offset, t.nk[j] + offset)
@@ -168,5 +192,8 @@ def describe() -> List[Dict[str, Any]]:
     return [{"device": t.device, "capability": t.capability, "source": t.source,
              "routed_to_sdpa": routed(t, t.ratio, 0),
              "unaligned_offset": t.unaligned_offset,
-             "routed_to_sdpa_unaligned": routed(t, t.ratio_unaligned, t.unaligned_offset)}
+             "routed_to_sdpa_unaligned": routed(t, t.ratio_unaligned, t.unaligned_offset),
+             "shapes": [{"model": model, "mode": mode, "head_dim": d, "nq": nq, "nk": nk,
+                         "batch_heads": bh, "ratio": r, "routed_to_sdpa": r < 1.0}
+                        for (mode, d, nq, nk, bh), (r, model) in t.shapes.items()]}
             for t in tables().values()]
