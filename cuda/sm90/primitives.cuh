@@ -127,15 +127,26 @@ __device__ __forceinline__ void wgmma_fence_regs(T (&r)[N][M]) {
 }
 
 // Shared-memory matrix descriptor of a K-major (or, for 16-bit B, N-major) operand laid out
-// in `swizzle_bytes`-wide swizzled rows (128 / 64 / 32). Offsets in bytes.
+// in `swizzle_bytes`-wide swizzled rows (128 / 64 / 32). Offsets in bytes. Its two 32-bit
+// words are built apart: the low one (start address and leading offset) moves with the tile,
+// the high one (stride offset and swizzle) is a compile-time constant, so a tile's descriptor
+// is one 32-bit add on a hoisted base (the 14-bit address field cannot carry into the leading
+// offset: shared memory is under 256 KB).
+__device__ __forceinline__ uint32_t smem_desc_lo(const void* smem, uint32_t lbo) {
+  return ((smem_addr(smem) & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16);
+}
+__host__ __device__ constexpr uint32_t smem_desc_hi(uint32_t sbo, int swizzle_bytes) {
+  return ((sbo >> 4) & 0x3FFFu) | (static_cast<uint32_t>(swizzle_bytes == 128  ? 1
+                                                         : swizzle_bytes == 64 ? 2
+                                                                               : 3)
+                                   << 30);
+}
+__device__ __forceinline__ uint64_t smem_desc_of(uint32_t lo, uint32_t hi) {
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
 __device__ __forceinline__ uint64_t smem_desc(const void* smem, uint32_t lbo, uint32_t sbo,
                                               int swizzle_bytes) {
-  const uint64_t layout = swizzle_bytes == 128 ? 1 : swizzle_bytes == 64 ? 2 : 3;
-  uint64_t d = (smem_addr(smem) & 0x3FFFFu) >> 4;
-  d |= static_cast<uint64_t>((lbo >> 4) & 0x3FFFu) << 16;
-  d |= static_cast<uint64_t>((sbo >> 4) & 0x3FFFu) << 32;
-  d |= layout << 62;
-  return d;
+  return smem_desc_of(smem_desc_lo(smem, lbo), smem_desc_hi(sbo, swizzle_bytes));
 }
 
 // ---- register reallocation between warpgroups ---------------------------------------------------

@@ -28,35 +28,43 @@ struct Sm90Mma {
     uint64_t q[T::kKSteps], k[T::kKSteps];  // Q·Kᵀ: Q and K tiles per 32-byte k-step
     uint64_t v[kPSteps];                    // P·V: V tile per k-step
   };
+  // The descriptors' low words for stage 0, computed once per CTA; a stage's are these plus
+  // its offset, and their high words are constants (dev::smem_desc_lo).
+  struct DescBase {
+    uint32_t q, k, v;
+  };
+
+  // Slab layouts (dev::SlabTile): rows of one slab are kSpan bytes apart, so 8-row groups are
+  // 8·kSpan apart; a k-step starts kstep_offset bytes into the tile (descriptor addresses
+  // count 16-byte units).
+  static constexpr int kSpan = T::QTile::kSpan;
+  static constexpr uint32_t kQKHi = dev::smem_desc_hi(8 * kSpan, kSpan);
+  // FAST: V^T tile, DPAD rows of 128 keys, K-major. BALANCED: V tile, channel blocks of
+  // [128 keys][kVSpan bytes] fp16 (N-major; 64 channels a block, or 32 where 64 do not divide
+  // the head dim), kSlabBytes apart (the descriptor's leading offset).
+  static constexpr int kVSpan = T::kFp8PV ? 128 : T::VTile::kSpan;
+  static constexpr uint32_t kVLbo = T::kFp8PV ? 16 : T::VTile::kSlabBytes;
+  static constexpr uint32_t kVHi = dev::smem_desc_hi(T::kFp8PV ? 1024 : 8 * kVSpan, kVSpan);
+  // A V k-step: FAST 32 keys (32 bytes of each K-major row), BALANCED 16 rows of kVSpan bytes.
+  static constexpr uint32_t kVStep = T::kFp8PV ? 2 : 16 * kVSpan / 16;
+  static_assert(T::kStageBytes % 16 == 0 && T::kKBytes % 16 == 0, "16-byte descriptor units");
 
   // cwg: the consumer warpgroup (warp-uniform), whose Q rows start at cwg·64.
-  static __device__ __forceinline__ void descs_of(const Sm90Smem<T>& sm, int cwg, int n, Descs& d) {
-    const uint8_t* sK = sm.stage(n);
-    // Slab layouts (dev::SlabTile): rows of one slab are kSpan bytes apart, so 8-row groups
-    // are 8·kSpan apart; a k-step starts kstep_offset bytes into the tile (descriptor
-    // addresses count 16-byte units).
-    constexpr int kSpan = T::QTile::kSpan;
-    const uint64_t q0 = dev::smem_desc(sm.q + cwg * 64 * kSpan, 16, 8 * kSpan, kSpan);
-    const uint64_t k0 = dev::smem_desc(sK, 16, 8 * kSpan, kSpan);
+  static __device__ __forceinline__ DescBase desc_base(const Sm90Smem<T>& sm, int cwg) {
+    return {dev::smem_desc_lo(sm.q + cwg * 64 * kSpan, 16), dev::smem_desc_lo(sm.stages, 16),
+            dev::smem_desc_lo(sm.stages + T::kKBytes, kVLbo)};
+  }
+
+  // The descriptors of ring position n.
+  static __device__ __forceinline__ void descs_of(const DescBase& b, int n, Descs& d) {
+    const uint32_t s = Sm90Smem<T>::stage_index(n) * (T::kStageBytes / 16);
 #pragma unroll
     for (int kk = 0; kk < T::kKSteps; ++kk) {
-      d.q[kk] = q0 + T::QTile::kstep_offset(kk) / 16;
-      d.k[kk] = k0 + T::KTile::kstep_offset(kk) / 16;
+      d.q[kk] = dev::smem_desc_of(b.q + T::QTile::kstep_offset(kk) / 16, kQKHi);
+      d.k[kk] = dev::smem_desc_of(b.k + s + T::KTile::kstep_offset(kk) / 16, kQKHi);
     }
-    if constexpr (T::kFp8PV) {
-      // V^T tile: DPAD rows of 128 keys, K-major; 32 keys per k-step.
-      const uint64_t v0 = dev::smem_desc(sK + T::kKBytes, 16, 1024, 128);
 #pragma unroll
-      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + 2 * i;
-    } else {
-      // V tile: channel blocks of [128 keys][kVSpan bytes] fp16 (N-major; 64 channels a block,
-      // or 32 where 64 do not divide the head dim), kSlabBytes apart (the descriptor's leading
-      // offset); a k-step of 16 keys advances 16 rows of kVSpan bytes.
-      constexpr int kVSpan = T::VTile::kSpan;
-      const uint64_t v0 = dev::smem_desc(sK + T::kKBytes, T::VTile::kSlabBytes, 8 * kVSpan, kVSpan);
-#pragma unroll
-      for (int i = 0; i < kPSteps; ++i) d.v[i] = v0 + i * (16 * kVSpan / 16);
-    }
+    for (int i = 0; i < kPSteps; ++i) d.v[i] = dev::smem_desc_of(b.v + s + i * kVStep, kVHi);
   }
 
   // S = Q·Kᵀ: 64 rows x 128 keys.
@@ -107,8 +115,11 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
                                                  int ntiles, Sm90Softmax<T, KBLOCK>& sfx,
                                                  float (&o)[T::kAccTiles][4]) {
   using M = Sm90Mma<T>;
-  // The tile's key scales are loaded between the MMA issue and the Q·Kᵀ wait where the
-  // registers allow it (T::kEarlyKeyScales), otherwise right before the softmax.
+  // The tile's key scales are loaded once its stage has landed, before the MMAs are issued,
+  // where the registers allow it (T::kEarlyKeyScales), otherwise right before the softmax. The
+  // MMA fence's memory clobber keeps them there: after the issue, ptxas sinks the loads to
+  // just before the last P·V MMA, whose issue waits on the tensor cores' queue (BALANCED 4-6%
+  // slower that way).
   constexpr bool kEarly = T::kEarlyKeyScales && !KBLOCK;
   if (ntiles <= 0) return;
   float(&o_flat)[T::kAccN / 2] = reinterpret_cast<float(&)[T::kAccN / 2]>(o);
@@ -122,12 +133,13 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::wgmma_fence_regs(si);
   dev::wgmma_fence_regs(o_flat);
   typename M::Descs cur, prev;
-  M::descs_of(sm, cwg, 0, cur);
+  const typename M::DescBase base = M::desc_base(sm, cwg);
+  M::descs_of(base, 0, cur);
   dev::mbar_wait(&sm.full[0], 0);
+  if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
   dev::wgmma_fence();
   M::issue_qk(cur, si);
   dev::wgmma_commit();
-  if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
   dev::wgmma_wait<0>();
   dev::wgmma_fence_regs(si);
   float p_tile[16][4];
@@ -137,14 +149,14 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::wgmma_fence_regs(pa);
   for (int n = 1; n < ntiles; ++n) {
     prev = cur;
-    M::descs_of(sm, cwg, n, cur);
-    dev::mbar_wait(&sm.full[n % T::kStages], (n / T::kStages) & 1);
+    M::descs_of(base, n, cur);
+    dev::mbar_wait(&sm.full[Sm90Smem<T>::stage_index(n)], Sm90Smem<T>::stage_phase(n));
+    if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(n));
     dev::wgmma_fence();
     M::issue_qk(cur, si);
     dev::wgmma_commit();
     M::issue_pv(prev, pa, o_flat);
     dev::wgmma_commit();
-    if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(n));
     dev::wgmma_wait<1>();  // Q·Kᵀ of tile n done; P·V of tile n-1 still running
     // Registers an in-flight wgmma reads stay live until its wait (pinned after it), so the
     // compiler cannot hand them to the softmax meanwhile.
@@ -155,7 +167,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
     dev::wgmma_fence_regs(o_flat);
     // Every thread arrives after its own ld.shared of the stage's key scales: a lane-0 arrive
     // would order only lane 0's reads before the producer's refill (tests/gpu/sanitizer).
-    dev::mbar_arrive(&sm.empty[(n - 1) % T::kStages]);
+    dev::mbar_arrive(&sm.empty[Sm90Smem<T>::stage_index(n - 1)]);
     if constexpr (T::kOnesColumn) sfx.drain_row_sums(o, alpha);
     // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
     // keeps the branch warp-uniform.
@@ -174,7 +186,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::wgmma_commit();
   dev::wgmma_wait<0>();
   dev::wgmma_fence_regs(o_flat);
-  dev::mbar_arrive(&sm.empty[(ntiles - 1) % T::kStages]);
+  dev::mbar_arrive(&sm.empty[Sm90Smem<T>::stage_index(ntiles - 1)]);
   if constexpr (T::kOnesColumn) sfx.drain_row_sums(o, {1.f, 1.f});
 }
 

@@ -17,8 +17,9 @@ __device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_
   const AttnKernelParams& p = P.a;
   const float* gKs = p.k_scale + kv_head * p.nk_pad;
   for (int t = t_begin, n = 0; t < t_end; ++t, ++n) {
-    const int st = n % T::kStages;
-    if (n >= T::kStages) dev::mbar_wait(&sm.empty[st], ((n / T::kStages) - 1) & 1);
+    const uint32_t st = Sm90Smem<T>::stage_index(n);
+    // The stage's previous round (ring position n - kStages) must have been read.
+    if (n >= T::kStages) dev::mbar_wait(&sm.empty[st], Sm90Smem<T>::stage_phase(n - T::kStages));
     uint8_t* sK = sm.stage(n);
     uint8_t* sV = sK + T::kKBytes;
     float* sKs = sm.stage_key_scales(n);

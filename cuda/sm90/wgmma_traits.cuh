@@ -66,9 +66,9 @@ struct Sm90Traits {
   static constexpr int kSmemBytes =
       kBaseSmemBytes + (kStagedIO ? 4 * kConsumers * kWarpStagingBytes : 0);
   static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
-  // The tile's key scales loaded between the MMA issue and the Q·Kᵀ wait (their latency hidden
-  // under the MMAs): 1-5% faster with two consumers (240 registers); with three (160) BALANCED
-  // lost 19%, so there they are loaded after the wait.
+  // The tile's key scales loaded before the MMAs are issued (their latency hidden under the
+  // MMAs): 1-5% faster with two consumers (240 registers); with three (160) BALANCED lost 19%,
+  // so there they are loaded after the Q·Kᵀ wait.
   static constexpr bool kEarlyKeyScales = kConsumers == 2;
   static constexpr int kKSteps = DPAD / 32;  // Q·Kᵀ k-steps of 32 bytes
   static constexpr int kDTiles = DPAD / 8;
@@ -95,8 +95,17 @@ struct Sm90Smem {
         full(reinterpret_cast<uint64_t*>(stages + T::kStages * T::kStageBytes + 8 * T::kBM)),
         empty(full + T::kStages),
         staging(stages + T::kStages * T::kStageBytes + T::kMiscBytes) {}
+  // Stage of ring position n (n >= 0; kStages is a power of two, so this is a mask).
   __device__ __forceinline__ uint8_t* stage(int n) const {
-    return stages + (n % T::kStages) * T::kStageBytes;
+    return stages + stage_index(n) * T::kStageBytes;
+  }
+  static_assert((T::kStages & (T::kStages - 1)) == 0, "ring positions map to stages by a mask");
+  static __device__ __forceinline__ uint32_t stage_index(int n) {
+    return static_cast<uint32_t>(n) % T::kStages;
+  }
+  // Parity of the barrier phase ring position n waits for.
+  static __device__ __forceinline__ uint32_t stage_phase(int n) {
+    return (static_cast<uint32_t>(n) / T::kStages) & 1u;
   }
   // FAST's rows under V^T (kOnesBytes; none in BALANCED), then the tile's key scales.
   __device__ __forceinline__ uint8_t* stage_ones(int n) const {
