@@ -9,38 +9,12 @@
 #include "cuda/common/head_dims.h"
 #include "cuda/host/cuda_check.h"
 #include "cuda/host/kernel_dispatch.h"
+#include "cuda/host/split_plan.h"
 
 namespace int8attn {
 namespace {
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// Split the key range when the (b, kv-head, m-tile) grid alone cannot fill the GPU (decode,
-// small batches): as many splits as keep the grid within `target` CTAs (what fits beside each
-// other on all SMs: one wave), each at least `min_tiles` key tiles long. Rounding up instead
-// would turn a grid of 128 CTAs into two waves of 256 half-length ones plus a combine (a
-// 1024-token head-dim-80 layer). Past 32 splits every split keeps at least 4
-// tiles: below that the combine's extra splits and the CTAs' fixed cost outweigh the shorter
-// key ranges (1-warp decode CTAs, 8K keys: 64 splits of 2 tiles 5% slower than 32 of 4; 4K keys:
-// 32 of 2 10% faster than 16 of 4 and than 64 of 1).
-void choose_splits(AttnKernelParams& a, int64_t key_tiles, int64_t target, int64_t min_tiles) {
-  constexpr int64_t kManySplits = 32, kMinTilesPastMany = 4;
-  const int64_t base = static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv;
-  int64_t splits = 1;
-  if (base < target && key_tiles >= 8) {
-    splits = std::min<int64_t>(target / base, key_tiles / min_tiles);
-    if (splits > kManySplits)
-      splits = std::max(kManySplits, std::min<int64_t>(splits, key_tiles / kMinTilesPastMany));
-    splits = std::max<int64_t>(1, std::min<int64_t>(splits, 128));
-  }
-  const int64_t per = (key_tiles + splits - 1) / splits;
-  a.tiles_per_split = static_cast<int>(std::max<int64_t>(per, 1));
-  a.num_splits = static_cast<int>(splits > 1 ? (key_tiles + per - 1) / per : 1);
-}
-
-}  // namespace
-
-namespace {
 
 // K or V read by the small kernel's 16-byte copies: unit channel stride, 16-byte aligned rows,
 // and a distinct head per (batch, kv-head) (a stride-0 broadcast shares one head's statistics
@@ -269,7 +243,11 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   const bool decode_ctas = !plan.sm90_wgmma && a.block_m == kAttnDecodeBlockM;
   const int tile_n = plan.sm90_wgmma ? kSm90BlockN : kAttnBlockN;
   const int64_t per_sm = plan.sm90_wgmma ? 1 : (decode_ctas ? 4 : 2);
-  choose_splits(a, (a.Nk + tile_n - 1) / tile_n, per_sm * dev.sm_count, decode_ctas ? 1 : 4);
+  const SplitPlan split =
+      choose_splits(static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv, (a.Nk + tile_n - 1) / tile_n,
+                    per_sm * dev.sm_count, decode_ctas ? 1 : 4);
+  a.num_splits = split.splits;
+  a.tiles_per_split = split.tiles_per_split;
   if (a.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(a.B) * a.Hq * a.Nq;
     a.part_o = ws.take<float>(a.num_splits * rows * a.D);
