@@ -130,19 +130,10 @@ struct Sm90Softmax {
   // has no other warp on its scheduler to hide latency behind.
   __device__ __forceinline__ float row_max(const float (&s)[16][4], int rh) const {
     float mx;
-    if constexpr (KBLOCK) {  // per block (c < 8, c >= 8), two partials each, then scaled
-      float mb[2][2];
-#pragma unroll
-      for (int b = 0; b < 2; ++b) {
-        mb[b][0] = fmaxf(s[8 * b][2 * rh], s[8 * b][2 * rh + 1]);
-        mb[b][1] = fmaxf(s[8 * b + 1][2 * rh], s[8 * b + 1][2 * rh + 1]);
-#pragma unroll
-        for (int c = 8 * b + 2; c < 8 * b + 8; ++c)
-          mb[b][c & 1] = fmaxf(mb[b][c & 1], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
-      }
+    if constexpr (KBLOCK) {  // per block (c < 8, c >= 8), then scaled
       // -inf (a masked block) stays -inf: (−inf − bias)·ks.
-      mx = fmaxf((fmaxf(mb[0][0], mb[0][1]) - dev::kIntFloatBias) * ksr[0].x,
-                 (fmaxf(mb[1][0], mb[1][1]) - dev::kIntFloatBias) * ksr[0].y);
+      mx = fmaxf((block_max(s, 0, rh) - dev::kIntFloatBias) * ksr[0].x,
+                 (block_max(s, 1, rh) - dev::kIntFloatBias) * ksr[0].y);
     } else {
       float mx4[4];
 #pragma unroll
@@ -154,6 +145,25 @@ struct Sm90Softmax {
     }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     return fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  }
+
+  // The maximum of block b's 16 biased scores of row half rh. They are floats in [2^23, 2^24) or
+  // −inf (masked), so their bit patterns order as signed integers, and sm_90 has a three-input
+  // integer maximum: 8 instructions instead of 15 pairwise FMNMX (two chains of 4).
+  __device__ __forceinline__ float block_max(const float (&s)[16][4], int b, int rh) const {
+    int v[16];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      v[2 * c] = __float_as_int(s[8 * b + c][2 * rh]);
+      v[2 * c + 1] = __float_as_int(s[8 * b + c][2 * rh + 1]);
+    }
+    int m0 = __vimax3_s32(v[0], v[1], v[2]), m1 = __vimax3_s32(v[3], v[4], v[5]);
+    m0 = __vimax3_s32(m0, v[6], v[7]);
+    m1 = __vimax3_s32(m1, v[8], v[9]);
+    m0 = __vimax3_s32(m0, v[10], v[11]);
+    m1 = __vimax3_s32(m1, v[12], v[13]);
+    m0 = __vimax3_s32(m0, v[14], v[15]);
+    return __int_as_float(max(m0, m1));
   }
 
   // P = 2^(s·qs − sub) of row half rh, in place.
