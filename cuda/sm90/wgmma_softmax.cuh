@@ -18,8 +18,13 @@ namespace int8attn {
 // tile), which takes the key scale out of the per-score work.
 template <class T, bool KBLOCK>
 struct Sm90Softmax {
-  // FAST: P = 2^(s − m + log2 448), so the largest P of a row is E4M3's largest value.
-  static constexpr float kPOffset = T::kFp8PV ? 8.807354922057604f : 0.f;
+  // The reference maximum m moves only when a tile's maximum exceeds it by more than kSlack
+  // (log2 units), so O is rescaled only then: after the first tiles a row's maximum creeps up
+  // in small steps, and each step used to rescale O (about half of all tiles). A P is then at
+  // most 2^kSlack. FAST: P = 2^(s − m + log2 448 − kSlack), so P stays within E4M3; BALANCED's
+  // fp16 P has range to spare.
+  static constexpr float kSlack = T::kFp8PV ? 1.f : 8.f;
+  static constexpr float kPOffset = T::kFp8PV ? 8.807354922057604f - kSlack : 0.f;
 
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
@@ -52,7 +57,8 @@ struct Sm90Softmax {
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
       const float qs = q_scale_row[rh];
-      const float mx = fmaxf(m_run[rh], row_max(s, rh) * qs);
+      const float mt = row_max(s, rh) * qs;
+      const float mx = mt > m_run[rh] + kSlack ? mt : m_run[rh];
       const float ref = (mx == -INFINITY) ? 0.f : mx;
       alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
       m_run[rh] = mx;

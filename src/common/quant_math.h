@@ -13,7 +13,8 @@
 //   V (BALANCED):  ṽ = fp16((v − μ_V[c]) / σ_c), σ_c = max_j |v − μ_V[c]| · headroom / 16384.
 //   V (FAST):      ṽ = e4m3((v − μ_V[c]) / σ_c), σ_c = max_j |v − μ_V[c]| · headroom / 448.
 //   P (FAST):      p̃ = e4m3(448 · exp(s − m)) with m the running row max; the row sum l sums the
-//                  same rounded p̃ so numerator and denominator stay consistent.
+//                  same rounded p̃ so numerator and denominator stay consistent. (The sm90a
+//                  kernel lets m lag the row max by up to 1 in log2 units and scales by 224.)
 //   output:        o[c] = σ_c · (Σ_j p̃_j ṽ_jc) / l + μ_V[c].
 #pragma once
 
