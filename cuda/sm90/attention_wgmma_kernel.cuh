@@ -5,6 +5,7 @@
 //   wgmma_producer.cuh  the producer: TMA streaming of K/V tiles into a ring of stages;
 //   wgmma_mainloop.cuh  the consumers' pipelined Q·Kᵀ / P·V loop;
 //   wgmma_softmax.cuh   the online softmax of a tile;
+//   wgmma_exp_turns.cuh the consumers' turns at the exponentials;
 //   attention_common.cuh (shared with the warp-MMA kernel) the tile scheduler (cta_work), row
 //     visibility, the Q prologue and the output epilogue.
 //
@@ -15,9 +16,9 @@
 //     streams the tiles;
 //   warpgroups 1.., the consumers, 64 rows each, quantize their Q rows into shared memory once,
 //     then run the main loop, then write O.
-// The consumers run free of each other, so one's softmax also overlaps the other's MMAs. (FA3's
-// ping-pong, consumers taking turns on named barriers, was measured three times here and never
-// paid: docs/design/cuda.md.)
+// The consumers run free of each other, so one's softmax also overlaps the other's MMAs, but
+// take turns at starting their exponentials (wgmma_exp_turns.cuh). (FA3's ping-pong, turns at
+// the MMA issue, was measured four times here and never paid: docs/design/cuda.md.)
 //
 // Scope (the host routes everything else to the warp-MMA kernel): padded head dims 64, 96, 128,
 // 160 and 192 (WgmmaHeadDims); no block mask, per-token Q scales. Causal, valid lengths,

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/sm90/primitives.cuh"
+#include "cuda/sm90/wgmma_exp_turns.cuh"
 #include "cuda/sm90/wgmma_ops.cuh"
 #include "cuda/sm90/wgmma_softmax.cuh"
 #include "cuda/sm90/wgmma_traits.cuh"
@@ -67,15 +68,36 @@ struct Sm90Mma {
     for (int i = 0; i < kPSteps; ++i) d.v[i] = dev::smem_desc_of(b.v + s + i * kVStep, kVHi);
   }
 
-  // S = Q·Kᵀ: 64 rows x 128 keys.
+  // S = Q·Kᵀ: 64 rows x 128 keys. kBiased (K scales per block): accumulated onto si, which
+  // holds the float bias's bits (reset_scores), so each score lands as the float
+  // 1.5·2^23 + dot with no conversion instruction in the softmax (dev::biased_int_as_float,
+  // done by the tensor cores). Per-key scales convert in the score's FFMA instead: resetting
+  // si there measured slower.
+  template <bool kBiased>
   static __device__ __forceinline__ void issue_qk(const Descs& d, int (&si)[64]) {
 #pragma unroll
     for (int kk = 0; kk < T::kKSteps; ++kk) {
-      if (kk == 0)
+      if (kk == 0 && !kBiased)
         dev::WgmmaOps<128>::template s8_ss<false>(si, d.q[kk], d.k[kk]);
       else
         dev::WgmmaOps<128>::template s8_ss<true>(si, d.q[kk], d.k[kk]);
     }
+  }
+
+  static __device__ __forceinline__ void reset_scores(int (&si)[64]) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) si[i] = __float_as_int(dev::kIntFloatBias);
+  }
+  // The same from the tile's P, as p·0 + bias on the full-rate FMA pipe, each right after its
+  // exponential (constant moves go to the half-rate pipes, and ptxas put them all between the
+  // packing and the next Q·Kᵀ issue). A NaN P (NaN inputs) only reaches the same score of its
+  // own row.
+  static __device__ __forceinline__ void reset_scores(const float (&p)[16][4], int (&si)[64]) {
+#pragma unroll
+    for (int c = 0; c < 16; ++c)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        si[4 * c + e] = __float_as_int(fmaf(p[c][e], 0.f, dev::kIntFloatBias));
   }
 
   // O += P·V.
@@ -124,8 +146,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   if (ntiles <= 0) return;
   float(&o_flat)[T::kAccN / 2] = reinterpret_cast<float(&)[T::kAccN / 2]>(o);
   int si[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) si[i] = 0;
+  M::reset_scores(si);
   uint32_t pa[M::kPSteps][4];
   float alpha[2];
   // Every register a wgmma reads is pinned (wgmma_fence_regs) before the MMA section opens:
@@ -138,22 +159,26 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::mbar_wait(&sm.full[0], 0);
   if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
   dev::wgmma_fence();
-  M::issue_qk(cur, si);
+  M::template issue_qk<KBLOCK>(cur, si);
   dev::wgmma_commit();
   dev::wgmma_wait<0>();
   dev::wgmma_fence_regs(si);
   float p_tile[16][4];
+  Sm90ExpTurns<T, KBLOCK> turn(cwg);
+  turn.last_tile = ntiles == 1;
   if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
-  sfx.step(t_begin, si, alpha, p_tile);
+  sfx.step(t_begin, si, alpha, p_tile, turn);
+  if constexpr (KBLOCK) M::reset_scores(p_tile, si);
   M::pack_p(p_tile, pa);
   dev::wgmma_fence_regs(pa);
+  dev::wgmma_fence_regs(si);
   for (int n = 1; n < ntiles; ++n) {
     prev = cur;
     M::descs_of(base, n, cur);
     dev::mbar_wait(&sm.full[Sm90Smem<T>::stage_index(n)], Sm90Smem<T>::stage_phase(n));
     if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(n));
     dev::wgmma_fence();
-    M::issue_qk(cur, si);
+    M::template issue_qk<KBLOCK>(cur, si);
     dev::wgmma_commit();
     M::issue_pv(prev, pa, o_flat);
     dev::wgmma_commit();
@@ -162,7 +187,9 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
     // compiler cannot hand them to the softmax meanwhile.
     dev::wgmma_fence_regs(si);
     if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(n));
-    sfx.step(t_begin + n, si, alpha, p_tile);
+    turn.last_tile = n == ntiles - 1;
+    sfx.step(t_begin + n, si, alpha, p_tile, turn);
+    if constexpr (KBLOCK) M::reset_scores(p_tile, si);
     dev::wgmma_wait<0>();
     dev::wgmma_fence_regs(o_flat);
     // Every thread arrives after its own ld.shared of the stage's key scales: a lane-0 arrive
@@ -180,6 +207,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
     M::pack_p(p_tile, pa);
     dev::wgmma_fence_regs(o_flat);
     dev::wgmma_fence_regs(pa);
+    dev::wgmma_fence_regs(si);
   }
   dev::wgmma_fence();
   M::issue_pv(cur, pa, o_flat);

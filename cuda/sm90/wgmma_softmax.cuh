@@ -47,22 +47,30 @@ struct Sm90Softmax {
 
   // Tile t from the integer scores si: updates m_run / l_run (l_run only without the ones
   // column), returns O's rescale factor per row in alpha and P (fp32) in s.
-  // KBLOCK keeps the scores as x = 1.5·2^23 + dot (exact, monotone in dot: one instruction a
-  // score); each block's scale joins the row's q_scale in the exponent's FFMA and is applied
-  // to the block maxima only: 4.5 instructions a score instead of 6-7.5.
+  // KBLOCK takes the scores as x = 1.5·2^23 + dot (exact, monotone in dot), which Q·Kᵀ
+  // accumulated onto the bias (wgmma_mainloop.cuh); each block's scale joins the row's q_scale
+  // in the exponent's FFMA and is applied to the block maxima only.
+  // The exponentials are issued in the consumer warpgroup's turn (wgmma_exp_turns.cuh).
+  template <class Turn>
   __device__ __forceinline__ void step(int t, const int (&si)[64], float (&alpha)[2],
-                                       float (&s)[16][4]) {
+                                       float (&s)[16][4], Turn& turn) {
     scores(si, s);
     if ((t + 1) * kSm90BlockN > min_hi) mask(t, s);  // some row does not see every key
+    float ref[2];
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
-      const float qs = q_scale_row[rh];
-      const float mt = row_max(s, rh) * qs;
+      const float mt = row_max(s, rh) * q_scale_row[rh];
       const float mx = mt > m_run[rh] + kSlack ? mt : m_run[rh];
-      const float ref = (mx == -INFINITY) ? 0.f : mx;
-      alpha[rh] = dev::fast_exp2(m_run[rh] - ref);
+      ref[rh] = (mx == -INFINITY) ? 0.f : mx;
+      alpha[rh] = dev::fast_exp2(m_run[rh] - ref[rh]);
       m_run[rh] = mx;
-      exponentials(s, rh, qs, ref - kPOffset);
+    }
+    turn.wait(s);
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) exponentials(s, rh, q_scale_row[rh], ref[rh] - kPOffset);
+    turn.pass(s);
+#pragma unroll
+    for (int rh = 0; rh < 2; ++rh) {
       if constexpr (!T::kOnesColumn) {
         float sum4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -107,7 +115,7 @@ struct Sm90Softmax {
     for (int c = 0; c < 16; ++c) {
       if constexpr (KBLOCK) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[c][e] = dev::biased_int_as_float(si[4 * c + e]);
+        for (int e = 0; e < 4; ++e) s[c][e] = __int_as_float(si[4 * c + e]);  // biased
       } else {
         // dot·ks in two instructions: x = 1.5·2^23 + dot exactly, and
         // x·ks − 1.5·2^23·ks is dot·ks up to the rounding of the constant (shared by the key's
