@@ -364,7 +364,10 @@ enum int8attn_flag_values {
    *  α_c = sqrt(max|q_c| / max|k_c|) (maxima over the same samples of Q and K as K's mean),
    *  before quantizing (q·k is unchanged). Helps inputs with
    *  outlier channels in only one of Q and K. On by default for int8attn_forward() (not
-   *  applicable to a cache, whose K is quantized before any Q is seen). */
+   *  applicable to a cache, whose K is quantized before any Q is seen). Independently of
+   *  this flag, BALANCED and FAST rotate Q and K by the same orthonormal 8-point
+   *  Walsh–Hadamard transform of each group of 8 channels before INT8 (q·k is unchanged), which
+   *  spreads an outlier channel's range over its group. */
   INT8ATTN_FLAG_BALANCE_CHANNELS = 1u << 2,
   /** Disable the defaults above: only flags given explicitly apply. Without this flag,
    *  SMOOTH_K | SMOOTH_V (and BALANCE_CHANNELS for int8attn_forward()) are added to whatever

@@ -144,8 +144,9 @@ struct QChunks {
   static constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
 };
 
-// This lane's 8 channels (c0..) of μ_K (smoothing shift) and 1/α (balancing); 0 and 1 when off
-// or past the head dim (D % 8 == 0: a chunk is all in or all out).
+// This lane's 8 channels (c0..) of μ_K (smoothing shift) and Q's channel factor before the
+// rotation (qm::q_channel_factor: 1/α, α = 1 without balancing); 0 and 1 past the head dim
+// (D % 8 == 0: a chunk is all in or all out).
 template <int DPAD>
 __device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int64_t kv_head,
                                                   int c0, float (&kmu)[8], float (&inv_alpha)[8]) {
@@ -161,7 +162,7 @@ __device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     kmu[i] = live ? kmu[i] : 0.f;
-    inv_alpha[i] = live ? 1.0f / inv_alpha[i] : 1.f;
+    inv_alpha[i] = live ? qm::q_channel_factor(inv_alpha[i]) : 1.f;
   }
 }
 
@@ -187,6 +188,7 @@ __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, cons
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) x[i] *= inv_alpha[i];
+  qm::rotate8(x);
   const float amax = lane_group_max_nonneg<kLanes>(absmax8(x));
   const float sc = qm::int8_scale(amax, p.q_multiplier);
   const uint2 w = quantize8_int8(x, 1.0f / sc);
@@ -412,8 +414,9 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
   // readable (element 0 of a tensor for padding lanes and rows, then zeroed): a load behind a
   // validity branch with its conversion inside that branch made the compiler wait for each one,
   // 64 serialised memory latencies per warp at head dim 128 (~27 us per CTA).
-  // Per-channel constants of this lane's channels, loaded once; balancing divides Q by alpha:
-  // one reciprocal per channel here, multiplies per row below.
+  // Per-channel constants of this lane's channels, loaded once. INT8 Q is multiplied by
+  // qm::q_channel_factor(α) (a reciprocal per channel here, multiplies per row below), then
+  // each group of 8 channels (8 consecutive lanes) is rotated.
   float kmu_c[DPAD / 32], alpha_c[DPAD / 32], inv_alpha_c[DPAD / 32];
 #pragma unroll
   for (int c = 0; c < DPAD / 32; ++c) {
@@ -425,7 +428,7 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
   for (int c = 0; c < DPAD / 32; ++c) {
     const bool live = c * 32 + lane < p.D;
     kmu_c[c] = live ? kmu_c[c] : 0.f;
-    inv_alpha_c[c] = live ? 1.0f / alpha_c[c] : 1.f;
+    inv_alpha_c[c] = live && INT8QK ? qm::q_channel_factor(alpha_c[c]) : 1.f;
   }
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
   // kBatch rows at a time: all their loads are issued before any conversion or reduction.
@@ -461,6 +464,7 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
       for (int c = 0; c < DPAD / 32; ++c) {
         shift += vals[c] * kmu_c[c];
         vals[c] *= inv_alpha_c[c];
+        if constexpr (INT8QK) vals[c] = rotate8_lanes(vals[c], lane);
         amax = dev::fmax_nan(amax, fabsf(vals[c]));
       }
 #pragma unroll

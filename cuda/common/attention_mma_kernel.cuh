@@ -255,7 +255,7 @@ __device__ __forceinline__ void pv_tile_f16(const float (&s)[8][4], const uint8_
 // in this mode, so each 64-row half of the CTA is one 64-token block of one head: warps 0-3
 // and 4-7; a 4-warp CTA holds one such block; decode's 1-warp CTAs never take per-block
 // scales). The warps' row maxima (row_absmax, from stage_q_warp_rows) give the block's; Q is
-// then read again (divided by the balancing factors alpha, if any) and quantized with it into
+// then read again (balanced if balancing is on, and rotated, as there) and quantized with it into
 // sQ, its scales times sm_scale·log2 e into sQScale. Contains __syncthreads: every thread of the
 // CTA calls it.
 template <typename T>
@@ -287,8 +287,9 @@ __device__ __forceinline__ void quantize_q_per_block(const AttnKernelParams& p, 
             static_cast<const uint16_t*>(p.q)[b * p.q_stride[0] + ri.h * p.q_stride[1] +
                                               ri.i * p.q_stride[2] + d * p.q_stride[3]],
             p.dtype);
-        if (alpha != nullptr) x /= alpha[d];
+        x *= qm::q_channel_factor(alpha != nullptr ? alpha[d] : 1.f);
       }
+      x = rotate8_lanes(x, lane);  // as stage_q_warp_rows
       sQ[T::QTile::offset(r_local, d)] = static_cast<uint8_t>(qm::quantize_int8(x, inv));
     }
     if (lane == 0) sQScale[r_local] = s * p.sm_scale_log2;

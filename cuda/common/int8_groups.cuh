@@ -1,5 +1,5 @@
-// INT8 quantization of 8-channel groups held by lanes: a group's absmax across lanes, and eight
-// floats rounded to INT8 and packed. Shared by the attention kernels' Q (and the small kernel's
+// INT8 quantization of 8-channel groups held by lanes: a group's absmax across lanes, channel
+// the rotation of lane-held channels, and eight floats rounded to INT8 and packed. Shared by the attention kernels' Q (and the small kernel's
 // K) prologues and the K/V preparation, so every path rounds the same way.
 #pragma once
 
@@ -32,6 +32,18 @@ __device__ __forceinline__ float absmax8(const float (&x)[8]) {
   const float a = fmax_nan(fmax_nan(fabsf(x[0]), fabsf(x[1])), fmax_nan(fabsf(x[2]), fabsf(x[3])));
   const float b = fmax_nan(fmax_nan(fabsf(x[4]), fabsf(x[5])), fmax_nan(fabsf(x[6]), fabsf(x[7])));
   return fmax_nan(a, b);
+}
+
+// qm::rotate8 (INT8 Q and K's rotation) with one channel a lane, the 8 channels of a group
+// in lanes that differ in their low three bits (channel = lane mod 8): the same stages and
+// operand order, so it rounds as qm::rotate8 does. Every lane of the warp calls it.
+__device__ __forceinline__ float rotate8_lanes(float x, int lane) {
+#pragma unroll
+  for (int h = 1; h < qm::kRotateGroup; h *= 2) {
+    const float other = __shfl_xor_sync(0xffffffffu, x, h);
+    x = (lane & h) ? other - x : x + other;
+  }
+  return x;
 }
 
 // Eight floats times 1/scale as INT8 (round-to-nearest-even and the ±127 clamp, as

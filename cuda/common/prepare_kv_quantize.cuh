@@ -119,7 +119,8 @@ __device__ __forceinline__ void store_vt_tile(const uint8_t* vt, int pitch, int 
         make_uint4(out[j][0], out[j][1], out[j][2], out[j][3]);
 }
 
-// K's INT8 items, smoothed and balanced ((x − μ_K)·α per channel) and written with their
+// K's INT8 items, smoothed and balanced ((x − μ_K)·α per channel, the rotation's normalisation
+// folded into α: qm::k_channel_factor), rotated (qm::rotate8) and written with their
 // per-key scales: a token's scale from its absmax over its kSpan lanes, or with K per block one
 // scale for the tile from a CTA-wide absmax (which synchronises the CTA). Dead items are zeros
 // with scale 1. kClamp: see int8_clamp_needed.
@@ -139,6 +140,7 @@ __device__ __forceinline__ void quantize_k_items(const KvPrepParams& p, const Ti
     dev::unpack8<dev::kIsBf16<T>>(kraw[k], x);
 #pragma unroll
     for (int i = 0; i < 8; ++i) x[i] = (x[i] - mk[i]) * ak[i];
+    qm::rotate8(x);
   };
   auto store = [&](int k, const float(&x)[8], float scale, float inv) {
     if (!writes(k)) return;
@@ -158,12 +160,14 @@ __device__ __forceinline__ void quantize_k_items(const KvPrepParams& p, const Ti
     }
     return;
   }
+  // The items' values are kept across the CTA's maximum (not recomputed: the rotation is most
+  // of their arithmetic).
+  float xs[kItems][8];
   float m = 0.f;
 #pragma unroll
   for (int k = 0; k < kItems; ++k) {
-    float x[8];
-    values(k, x);
-    m = dev::fmax_nan(m, live(k) ? absmax8(x) : 0.f);
+    values(k, xs[k]);
+    m = dev::fmax_nan(m, live(k) ? absmax8(xs[k]) : 0.f);
   }
   m = lane_group_max_nonneg<32>(m);
   if ((threadIdx.x & 31) == 0) sh.warp_amax[threadIdx.x >> 5] = m;
@@ -173,11 +177,7 @@ __device__ __forceinline__ void quantize_k_items(const KvPrepParams& p, const Ti
   for (int w = 0; w < TileLanes<kSpan>::kThreads / 32; ++w) m = dev::fmax_nan(m, sh.warp_amax[w]);
   const float scale = qm::int8_scale(m, p.k_multiplier), inv = 1.0f / scale;
 #pragma unroll
-  for (int k = 0; k < kItems; ++k) {
-    float x[8];
-    values(k, x);
-    store(k, x, scale, inv);
-  }
+  for (int k = 0; k < kItems; ++k) store(k, xs[k], scale, inv);
 }
 
 // Quantize 64-token tile `tile` of canonical head `head`; every thread of the CTA
@@ -241,13 +241,13 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
   for (int d = tid; d < p.dpad; d += Lanes::kThreads) {
     const bool on = d < p.D;
     sh.hc.mu_k[d] = on && p.k_mean != nullptr ? p.k_mean[hoff + d] : 0.f;
-    sh.hc.alpha[d] = on && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f;
+    sh.hc.alpha[d] = qm::k_channel_factor(on && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f);
     sh.hc.mu_v[d] = on ? p.v_mean[hoff + d] : 0.f;
     sh.hc.inv_sv[d] = on ? 1.0f / p.v_scale[hoff + d] : 0.f;
   }
   __syncthreads();
 
-  // K, smoothed and balanced: (x − μ_K)·α per channel (zero for dead items).
+  // K, smoothed and balanced: (x − μ_K)·α per channel, rotated (zero for dead items).
   if (int8_clamp_needed(p.k_multiplier))
     quantize_k_items<T, kSpan, true>(p, ln, sh, kraw, live, writes, key_row, valid, row0);
   else

@@ -279,18 +279,20 @@ __device__ __forceinline__ void head_constants(const SmallCta& cta, const SmallA
       kmu = cc.mu_k;
       alpha = cc.alpha;
     }
+    // K's and Q's factors before the rotation (qm::k_channel_factor / q_channel_factor).
+    const float ka = qm::k_channel_factor(alpha);
     cta.sKmu[c] = kmu;
-    cta.sAlpha[c] = alpha;
-    cta.sAlphaInv[c] = 1.0f / alpha;
-    cta.sKadd[c] = -kmu * alpha;  // K' = k·α + (−μ_K·α)
+    cta.sAlpha[c] = ka;
+    cta.sAlphaInv[c] = qm::q_channel_factor(alpha);
+    cta.sKadd[c] = -kmu * ka;  // K' = k·α + (−μ_K·α)
   }
 }
 
 // ---- D: INT8 K (own keys, then sent to every CTA), then INT8 Q (own rows) ----------------------
 
-// K' = k·α − μ_K·α of key r in this lane's chunks (one FMA an element), and its absmax over
-// the key's lanes (0 for keys past this CTA's valid ones: their rows are written but never
-// seen, and must not move a per-block scale).
+// K' = k·α − μ_K·α of key r in this lane's chunks (one FMA an element, then the rotation), and
+// its absmax over the key's lanes (0 for keys past this CTA's valid ones: their rows are
+// written but never seen, and must not move a per-block scale).
 template <typename Tr, bool BF16>
 __device__ __forceinline__ float k_row(const SmallCta& cta, int lq, int r,
                                        float (&x)[Tr::kCpl][8]) {
@@ -309,6 +311,7 @@ __device__ __forceinline__ float k_row(const SmallCta& cta, int lq, int r,
     const8(cta.sKadd, ch * 8, add);
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[i][e] = fmaf(x[i][e], mul[e], add[e]);
+    qm::rotate8(x[i]);
     m = dev::fmax_nan(m, absmax8(x[i]));
   }
   return lane_group_max_nonneg<kLanes>(key_live ? m : 0.f);
@@ -368,7 +371,7 @@ __device__ __forceinline__ void quantize_k_share(const SmallCta& cta, const Smal
 }
 
 // INT8 Q of this lane's row (as quantize_q_chunk, attention_common.cuh, over the lane's kCpl
-// chunks): codes into sQ8, the row's scale times sm_scale·log2 e into sQs, and the LSE's shift
+// chunks, rotation included): codes into sQ8, the row's scale times sm_scale·log2 e into sQs, and the LSE's shift
 // (q·μ_K, which K smoothing removed from every score) into sLse.
 template <typename Tr, bool BF16>
 __device__ __forceinline__ void quantize_q_row(const SmallCta& cta, const AttnKernelParams& p,
@@ -392,6 +395,7 @@ __device__ __forceinline__ void quantize_q_row(const SmallCta& cta, const AttnKe
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[i][e] *= inv_alpha[e];
+    qm::rotate8(x[i]);
     m = dev::fmax_nan(m, absmax8(x[i]));
   }
   if (want_shift)

@@ -7,6 +7,10 @@
 //                  softmax is invariant to adding q·μ_K to every score of a row; stats_stride).
 //   channel balance (optional): q'[c] = q[c]/α_c, k'[c] = k[c]·α_c, α_c = sqrt(max|q_c|/max|k_c|)
 //                  (maxima over the same samples of Q and K).
+//   rotation:      before INT8, Q and K (smoothed, balanced) are rotated by the same orthonormal
+//                  8-point Walsh–Hadamard transform of each group of 8 channels (rotate8):
+//                  q·k is unchanged, and an outlier channel's range is spread over its group
+//                  before the INT8 scales are taken (forward and K/V caches alike).
 //   INT8:          s = multiplier·absmax/127 (1 if that is not a normal positive float),
 //                  x_q = clamp(rint(x · (1/s)), −127, 127)      (round half to even).
 //   scores:        s_ij = sm_scale · s_q[i] · s_k[j] · (q_q[i] · k_q[j])   (exact int32 dot).
@@ -77,6 +81,41 @@ I8A_HD float balance_factor(float q_absmax, float k_absmax) {
   a = a < 1.0f / 64.0f ? 1.0f / 64.0f : a;
   return a > 64.0f ? 64.0f : a;
 }
+
+// The rotation of INT8 Q and K (see the conventions above). rotate8 is the unnormalised
+// transform (entries ±1: three butterfly stages, pairs 1, 2 and 4 apart); its factor 1/√8 is
+// folded into the per-channel factors applied before it, so the rotation costs no multiply:
+// Q is multiplied by q_channel_factor(α), K by k_channel_factor(α) (α = 1 without balancing).
+// Lane-parallel versions on the GPU (one channel a lane) keep the stage order and each pair's
+// operand order (lower channel + upper, lower − upper), so that every backend rounds alike.
+constexpr int kRotateGroup = 8;
+constexpr float kRotateNorm = 0.35355339059327373f;  // 1/√8
+I8A_HD void butterfly(float& lo, float& hi) {
+  const float sum = lo + hi;
+  hi = lo - hi;
+  lo = sum;
+}
+I8A_HD void rotate8(float (&x)[kRotateGroup]) {
+  butterfly(x[0], x[1]);
+  butterfly(x[2], x[3]);
+  butterfly(x[4], x[5]);
+  butterfly(x[6], x[7]);
+  butterfly(x[0], x[2]);
+  butterfly(x[1], x[3]);
+  butterfly(x[4], x[6]);
+  butterfly(x[5], x[7]);
+  butterfly(x[0], x[4]);
+  butterfly(x[1], x[5]);
+  butterfly(x[2], x[6]);
+  butterfly(x[3], x[7]);
+}
+// Every group of a row of d channels (d % 8 == 0, as every head dim is).
+I8A_HD void rotate_groups(float* row, int64_t d) {
+  for (int64_t c = 0; c + kRotateGroup <= d; c += kRotateGroup)
+    rotate8(*reinterpret_cast<float(*)[kRotateGroup]>(row + c));
+}
+I8A_HD float q_channel_factor(float alpha) { return kRotateNorm / alpha; }
+I8A_HD float k_channel_factor(float alpha) { return alpha * kRotateNorm; }
 
 // Per-channel V scale σ_c from the largest |v − μ| of the channel.
 I8A_HD float v_scale(float absmax_centered, bool fp8, float headroom) {

@@ -87,8 +87,11 @@ void run_attention(const AttnProblem& p, const std::vector<const KvView*>& views
       } else {
         S.lse_shift[r] = 0.0f;
       }
-      if (kv.alpha)
-        for (int64_t c = 0; c < D; ++c) qr[c] /= kv.alpha[c];
+      if (!exact) {  // INT8 Q: balancing's 1/α and the rotation (quant_math.h)
+        for (int64_t c = 0; c < D; ++c)
+          qr[c] *= qm::q_channel_factor(kv.alpha != nullptr ? kv.alpha[c] : 1.0f);
+        qm::rotate_groups(qr, D);
+      }
     }
     if (!exact) {
       quantize_rows_int8(S.qf.data(), rows, D, dp,

@@ -85,11 +85,15 @@ void CpuKvCache::append(const CacheAppend& a) {
     const float* mu_k = first ? s.mu_k.data() : hd.mu_k.data();
     const float* mu_v = first ? s.mu_v.data() : hd.mu_v.data();
     const float* sigma = first ? s.sigma.data() : hd.sigma.data();
-    for (int64_t r = 0; r < n; ++r)
+    // K' = (k − μ_K) rotated, as in forward (no balancing: a cache's K precedes any Q).
+    const float kf = qm::k_channel_factor(1.0f);
+    for (int64_t r = 0; r < n; ++r) {
       for (int64_t c = 0; c < D; ++c) {
-        k[r * D + c] -= mu_k[c];
+        k[r * D + c] = (k[r * D + c] - mu_k[c]) * kf;
         v[r * D + c] -= mu_v[c];
       }
+      qm::rotate_groups(&k[r * D], D);
+    }
     s.k8.assign(n * dp_, 0);
     s.k_scale.assign(n, 1.0f);
     quantize_rows_int8(k.data(), n, D, dp_, false, 1.0f, s.k8.data(), s.k_scale.data());

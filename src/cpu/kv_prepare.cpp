@@ -196,12 +196,17 @@ void prepare_kv(const AttnProblem& p, ThreadPool& pool, PreparedKv& out) {
       u.v_mu[c] = cc[c].mu_v;
       u.v_sigma[c] = cc[c].v_scale;
     }
-    // K' = (k − μ_K)·α, V' = v − μ_V (then scaled by 1/σ in encode_v_rows).
-    for (int64_t r = 0; r < L; ++r)
+    // K' = (k − μ_K)·α rotated (qm::rotate8, its normalisation folded into the factor);
+    // V' = v − μ_V (then scaled by 1/σ in encode_v_rows).
+    std::vector<float> ka(D);
+    for (int64_t c = 0; c < D; ++c) ka[c] = qm::k_channel_factor(cc[c].alpha);
+    for (int64_t r = 0; r < L; ++r) {
       for (int64_t c = 0; c < D; ++c) {
-        k[r * D + c] = (k[r * D + c] - cc[c].mu_k) * cc[c].alpha;
+        k[r * D + c] = (k[r * D + c] - cc[c].mu_k) * ka[c];
         v[r * D + c] -= cc[c].mu_v;
       }
+      qm::rotate_groups(&k[r * D], D);
+    }
     u.k8.assign(std::max<int64_t>(L, 1) * dp, 0);
     u.k_scale.assign(std::max<int64_t>(L, 1), 1.0f);
     quantize_rows_int8(k.data(), L, D, dp, p.k_granularity == INT8ATTN_GRANULARITY_PER_BLOCK,

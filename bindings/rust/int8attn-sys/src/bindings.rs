@@ -539,7 +539,10 @@ pub const INT8ATTN_FLAG_SMOOTH_V: int8attn_flag_values = 2;
 #[doc = "  α_c = sqrt(max|q_c| / max|k_c|) (maxima over the same samples of Q and K as K's mean),"]
 #[doc = "  before quantizing (q·k is unchanged). Helps inputs with"]
 #[doc = "  outlier channels in only one of Q and K. On by default for int8attn_forward() (not"]
-#[doc = "  applicable to a cache, whose K is quantized before any Q is seen)."]
+#[doc = "  applicable to a cache, whose K is quantized before any Q is seen). Independently of"]
+#[doc = "  this flag, BALANCED and FAST rotate Q and K by the same orthonormal 8-point"]
+#[doc = "  Walsh–Hadamard transform of each group of 8 channels before INT8 (q·k is unchanged), which"]
+#[doc = "  spreads an outlier channel's range over its group."]
 pub const INT8ATTN_FLAG_BALANCE_CHANNELS: int8attn_flag_values = 4;
 #[doc = " Disable the defaults above: only flags given explicitly apply. Without this flag,"]
 #[doc = "  SMOOTH_K | SMOOTH_V (and BALANCE_CHANNELS for int8attn_forward()) are added to whatever"]
