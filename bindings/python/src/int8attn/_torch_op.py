@@ -4,7 +4,8 @@ Registered with the low-level ``torch.library.Library`` API (a schema, one Pytho
 CPU and CUDA dispatch keys, and a fake implementation for tracing) rather than
 ``torch.library.custom_op``, whose eager call adds an autograd wrapper and several Python layers
 (~100 µs a call measured on an H100 host); this registration costs the dispatcher's own few
-microseconds. The op has no autograd formula: int8attn is an inference kernel.
+microseconds. The op has no autograd formula: int8attn is an inference kernel, so the autograd
+keys fall through to it.
 
 Eager code in this package calls the attention directly (``_api.attention_torch``) and uses the
 op only while ``torch.compile`` traces (:func:`call`), so the op's dispatch cost is paid only where
@@ -114,6 +115,10 @@ def _register() -> Any:
         lib.define(schema)
         for key in ("CPU", "CUDA"):
             lib.impl(name, kernel, key)
+        # No autograd formula, and none is wanted on the way to the kernel: without this the
+        # dispatcher runs the boxed autograd-not-implemented fallback on every call (it checks
+        # each argument for requires_grad). The kernel itself refuses inputs that require grad.
+        lib.impl(name, torch.library.fallthrough_kernel, "Autograd")
         register_fake(f"int8attn::{name}", fake, lib=lib)
     return lib
 
