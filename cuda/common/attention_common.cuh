@@ -149,7 +149,7 @@ struct QChunks {
 // (D % 8 == 0: a chunk is all in or all out).
 template <int DPAD>
 __device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int64_t kv_head,
-                                                  int c0, float (&kmu)[8], float (&inv_alpha)[8]) {
+                                                  int c0, float (&kmu)[8], float (&q_factor)[8]) {
   const bool live = c0 < p.D;
   const int cc = live ? c0 : 0;
   const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
@@ -157,12 +157,12 @@ __device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int
 #pragma unroll
   for (int i = 0; i < 8; ++i) {  // all loads first, then the arithmetic
     kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
-    inv_alpha[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
+    q_factor[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     kmu[i] = live ? kmu[i] : 0.f;
-    inv_alpha[i] = live ? qm::q_channel_factor(inv_alpha[i]) : 1.f;
+    q_factor[i] = live ? qm::q_channel_factor(q_factor[i]) : 1.f;
   }
 }
 
@@ -173,7 +173,7 @@ __device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int
 template <int DPAD, int kLanes, typename QTile>
 __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, const uint4& raw,
                                                  bool live, const float (&kmu)[8],
-                                                 const float (&inv_alpha)[8], int r_local, int c0,
+                                                 const float (&q_factor)[8], int r_local, int c0,
                                                  uint8_t* sQ, float* sQScale, float* sLseShift) {
   float x[8];
   dev::unpack8(live ? raw : make_uint4(0u, 0u, 0u, 0u), p.dtype, x);
@@ -187,7 +187,7 @@ __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, cons
     for (int o = kLanes / 2; o > 0; o >>= 1) shift += __shfl_xor_sync(0xffffffffu, shift, o);
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] *= inv_alpha[i];
+  for (int i = 0; i < 8; ++i) x[i] *= q_factor[i];
   qm::rotate8(x);
   const float amax = lane_group_max_nonneg<kLanes>(absmax8(x));
   const float sc = qm::int8_scale(amax, p.q_multiplier);
@@ -213,8 +213,8 @@ __device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p,
   using QC = QChunks<DPAD>;
   const int c0 = (lane % QC::kLanes) * 8;
   const bool live_chunk = c0 < p.D;
-  float kmu[8], inv_alpha[8];
-  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
+  float kmu[8], q_factor[8];
+  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, q_factor);
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
   uint4 raw[QC::kPasses];
   bool live[QC::kPasses];
@@ -227,7 +227,7 @@ __device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p,
   }
 #pragma unroll
   for (int ps = 0; ps < QC::kPasses; ++ps)
-    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw[ps], live[ps], kmu, inv_alpha,
+    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw[ps], live[ps], kmu, q_factor,
                                               r_local0 + ps * QC::kRowsPerPass + lane / QC::kLanes,
                                               c0, sQ, sQScale, sLseShift);
 }
@@ -287,8 +287,8 @@ __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, i
   }
   dev::cp_async_commit();
   if constexpr (kOtherCopies) other_copies();
-  float kmu[8], inv_alpha[8];  // while the copies fly
-  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, inv_alpha);
+  float kmu[8], q_factor[8];  // while the copies fly
+  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, q_factor);
   dev::cp_async_wait<kOtherCopies ? 1 : 0>();  // each lane reads back only its own copies
 #pragma unroll 1
   for (int ps = 0; ps < QC::kPasses; ++ps) {
@@ -300,7 +300,7 @@ __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, i
       continue;
     }
     const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * QC::kLanes + chunk) * 16);
-    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, inv_alpha, r_local0 + row, c0, sQ,
+    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, q_factor, r_local0 + row, c0, sQ,
                                               sQScale, sLseShift);  // zeros outside Q
   }
 }
@@ -417,7 +417,7 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
   // Per-channel constants of this lane's channels, loaded once. INT8 Q is multiplied by
   // qm::q_channel_factor(α) (a reciprocal per channel here, multiplies per row below), then
   // each group of 8 channels (8 consecutive lanes) is rotated.
-  float kmu_c[DPAD / 32], alpha_c[DPAD / 32], inv_alpha_c[DPAD / 32];
+  float kmu_c[DPAD / 32], alpha_c[DPAD / 32], q_factor_c[DPAD / 32];
 #pragma unroll
   for (int c = 0; c < DPAD / 32; ++c) {
     const int d = c * 32 + lane < p.D ? c * 32 + lane : 0;
@@ -428,7 +428,7 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
   for (int c = 0; c < DPAD / 32; ++c) {
     const bool live = c * 32 + lane < p.D;
     kmu_c[c] = live ? kmu_c[c] : 0.f;
-    inv_alpha_c[c] = live && INT8QK ? qm::q_channel_factor(alpha_c[c]) : 1.f;
+    q_factor_c[c] = live && INT8QK ? qm::q_channel_factor(alpha_c[c]) : 1.f;
   }
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
   // kBatch rows at a time: all their loads are issued before any conversion or reduction.
@@ -463,7 +463,7 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
 #pragma unroll
       for (int c = 0; c < DPAD / 32; ++c) {
         shift += vals[c] * kmu_c[c];
-        vals[c] *= inv_alpha_c[c];
+        vals[c] *= q_factor_c[c];
         if constexpr (INT8QK) vals[c] = rotate8_lanes(vals[c], lane);
         amax = dev::fmax_nan(amax, fabsf(vals[c]));
       }

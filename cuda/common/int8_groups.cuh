@@ -1,6 +1,7 @@
-// INT8 quantization of 8-channel groups held by lanes: a group's absmax across lanes, channel
-// the rotation of lane-held channels, and eight floats rounded to INT8 and packed. Shared by the attention kernels' Q (and the small kernel's
-// K) prologues and the K/V preparation, so every path rounds the same way.
+// INT8 quantization of 8-channel groups held by lanes: a group's absmax across lanes, the
+// rotation of channels held one a lane, and eight floats rounded to INT8 and packed. Shared by
+// the attention kernels' Q (and the small kernel's K) prologues and the K/V preparation, so
+// every path rounds the same way.
 #pragma once
 
 #include <cstdint>

@@ -31,7 +31,7 @@ constexpr int kTokens = 64;  // tokens per quantization tile (a CTA)
 
 // A head's per-channel constants, as the quantization reads them (zero / one past D).
 struct HeadConsts {
-  float mu_k[256], alpha[256], mu_v[256], inv_sv[256];
+  float mu_k[256], k_factor[256], mu_v[256], inv_sv[256];
 };
 
 // A tile's static shared memory; FAST's E4M3 staging of V, [kTokens][dpad + 4] bytes, is
@@ -134,7 +134,7 @@ __device__ __forceinline__ void quantize_k_items(const KvPrepParams& p, const Ti
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     mk[i] = sh.hc.mu_k[ln.c * 8 + i];
-    ak[i] = sh.hc.alpha[ln.c * 8 + i];
+    ak[i] = sh.hc.k_factor[ln.c * 8 + i];
   }
   auto values = [&](int k, float(&x)[8]) {
     dev::unpack8<dev::kIsBf16<T>>(kraw[k], x);
@@ -241,7 +241,7 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
   for (int d = tid; d < p.dpad; d += Lanes::kThreads) {
     const bool on = d < p.D;
     sh.hc.mu_k[d] = on && p.k_mean != nullptr ? p.k_mean[hoff + d] : 0.f;
-    sh.hc.alpha[d] = qm::k_channel_factor(on && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f);
+    sh.hc.k_factor[d] = qm::k_channel_factor(on && p.alpha != nullptr ? p.alpha[hoff + d] : 1.f);
     sh.hc.mu_v[d] = on ? p.v_mean[hoff + d] : 0.f;
     sh.hc.inv_sv[d] = on ? 1.0f / p.v_scale[hoff + d] : 0.f;
   }

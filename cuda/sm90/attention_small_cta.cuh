@@ -56,9 +56,9 @@ struct SmallCta {
   float* sQs;
   float* sLse;
   float* sKmu;
-  float* sAlpha;
-  float* sAlphaInv;  // 1/α
-  float* sKadd;      // −μ_K·α
+  float* sKFactor;  // K's channel factor, qm::k_channel_factor(α)
+  float* sQFactor;  // Q's, qm::q_channel_factor(α)
+  float* sKadd;     // −μ_K times K's factor
   float* sPart;
   // max |q| of this CTA's rows, channel c at (c % 8) * (DPAD / 8) + c / 8: the lanes of a warp
   // (consecutive 8-channel chunks) then update consecutive words, not every eighth one.
@@ -116,9 +116,9 @@ __device__ __forceinline__ void small_regions(SmallCta& c, const SmallAttnParams
   c.sQs = reinterpret_cast<float*>(smem + lay.qs);
   c.sLse = reinterpret_cast<float*>(smem + lay.lse);
   c.sKmu = reinterpret_cast<float*>(smem + lay.consts);
-  c.sAlpha = c.sKmu + DPAD;
-  c.sAlphaInv = c.sAlpha + DPAD;
-  c.sKadd = c.sAlphaInv + DPAD;
+  c.sKFactor = c.sKmu + DPAD;
+  c.sQFactor = c.sKFactor + DPAD;
+  c.sKadd = c.sQFactor + DPAD;
   c.sPart = reinterpret_cast<float*>(smem + lay.part);
   c.sQmax = reinterpret_cast<unsigned*>(smem + lay.qmax);
   c.sAmax = reinterpret_cast<float*>(smem + lay.amax);

@@ -282,8 +282,8 @@ __device__ __forceinline__ void head_constants(const SmallCta& cta, const SmallA
     // K's and Q's factors before the rotation (qm::k_channel_factor / q_channel_factor).
     const float ka = qm::k_channel_factor(alpha);
     cta.sKmu[c] = kmu;
-    cta.sAlpha[c] = ka;
-    cta.sAlphaInv[c] = qm::q_channel_factor(alpha);
+    cta.sKFactor[c] = ka;
+    cta.sQFactor[c] = qm::q_channel_factor(alpha);
     cta.sKadd[c] = -kmu * ka;  // K' = k·α + (−μ_K·α)
   }
 }
@@ -307,7 +307,7 @@ __device__ __forceinline__ float k_row(const SmallCta& cta, int lq, int r,
       w = *reinterpret_cast<const uint4*>(cta.sRawK + (r * cta.row_chunks + ch) * 16);
     dev::unpack8<BF16>(w, x[i]);
     float mul[8], add[8];
-    const8(cta.sAlpha, ch * 8, mul);
+    const8(cta.sKFactor, ch * 8, mul);
     const8(cta.sKadd, ch * 8, add);
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[i][e] = fmaf(x[i][e], mul[e], add[e]);
@@ -371,8 +371,8 @@ __device__ __forceinline__ void quantize_k_share(const SmallCta& cta, const Smal
 }
 
 // INT8 Q of this lane's row (as quantize_q_chunk, attention_common.cuh, over the lane's kCpl
-// chunks, rotation included): codes into sQ8, the row's scale times sm_scale·log2 e into sQs, and the LSE's shift
-// (q·μ_K, which K smoothing removed from every score) into sLse.
+// chunks, rotation included): codes into sQ8, the row's scale times sm_scale·log2 e into sQs,
+// and the LSE's shift (q·μ_K, which K smoothing removed from every score) into sLse.
 template <typename Tr, bool BF16>
 __device__ __forceinline__ void quantize_q_row(const SmallCta& cta, const AttnKernelParams& p,
                                                int lq, int q_local, const uint4 (&qraw)[Tr::kCpl],
@@ -386,15 +386,15 @@ __device__ __forceinline__ void quantize_q_row(const SmallCta& cta, const AttnKe
   for (int i = 0; i < kCpl; ++i) {
     const int c = (lq + kLanes * i) * 8;
     dev::unpack8<BF16>(qlive && c < D ? qraw[i] : make_uint4(0u, 0u, 0u, 0u), x[i]);
-    float kmu[8], inv_alpha[8];
-    const8(cta.sAlphaInv, c, inv_alpha);
+    float kmu[8], q_factor[8];
+    const8(cta.sQFactor, c, q_factor);
     if (want_shift) {
       const8(cta.sKmu, c, kmu);
 #pragma unroll
       for (int e = 0; e < 8; ++e) shift = fmaf(x[i][e], kmu[e], shift);
     }
 #pragma unroll
-    for (int e = 0; e < 8; ++e) x[i][e] *= inv_alpha[e];
+    for (int e = 0; e < 8; ++e) x[i][e] *= q_factor[e];
     qm::rotate8(x[i]);
     m = dev::fmax_nan(m, absmax8(x[i]));
   }
