@@ -24,7 +24,7 @@ struct RowInfo {
 __device__ __forceinline__ RowInfo row_info(const AttnKernelParams& p, int hkv, int packed_row,
                                             int L) {
   RowInfo r;
-  const int g = packed_row / p.row_pitch;
+  const int g = static_cast<int>(p.row_div.div(static_cast<uint32_t>(packed_row)));
   r.i = packed_row - g * p.row_pitch;
   r.valid = g < p.G && r.i < p.Nq;
   r.h = hkv * p.G + (g < p.G ? g : 0);
@@ -145,25 +145,36 @@ struct QChunks {
 };
 
 // This lane's 8 channels (c0..) of μ_K (smoothing shift) and Q's channel factor before the
-// rotation (qm::q_channel_factor: 1/α, α = 1 without balancing); 0 and 1 past the head dim
-// (D % 8 == 0: a chunk is all in or all out).
+// rotation (AttnKernelParams::q_factor, qm::kRotateNorm without balancing); 0 and 1 past the
+// head dim (D % 8 == 0: a chunk is all in or all out). In two steps, so a caller can issue the
+// loads early and have other work pass under their latency before the first use.
 template <int DPAD>
-__device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int64_t kv_head,
-                                                  int c0, float (&kmu)[8], float (&q_factor)[8]) {
-  const bool live = c0 < p.D;
-  const int cc = live ? c0 : 0;
+__device__ __forceinline__ void load_q_chunk_constants(const AttnKernelParams& p, int64_t kv_head,
+                                                       int c0, float (&kmu)[8],
+                                                       float (&q_factor)[8]) {
+  const int cc = c0 < p.D ? c0 : 0;
   const float* kmu_p = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD + cc : nullptr;
-  const float* alpha_p = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD + cc : nullptr;
+  const float* qf_p = p.q_factor != nullptr ? p.q_factor + kv_head * DPAD + cc : nullptr;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {  // all loads first, then the arithmetic
+  for (int i = 0; i < 8; ++i) {
     kmu[i] = kmu_p != nullptr ? kmu_p[i] : 0.f;
-    q_factor[i] = alpha_p != nullptr ? alpha_p[i] : 1.f;
+    q_factor[i] = qf_p != nullptr ? qf_p[i] : qm::kRotateNorm;
   }
+}
+__device__ __forceinline__ void finish_q_chunk_constants(const AttnKernelParams& p, int c0,
+                                                         float (&kmu)[8], float (&q_factor)[8]) {
+  const bool live = c0 < p.D;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     kmu[i] = live ? kmu[i] : 0.f;
-    q_factor[i] = live ? qm::q_channel_factor(q_factor[i]) : 1.f;
+    q_factor[i] = live ? q_factor[i] : 1.f;
   }
+}
+template <int DPAD>
+__device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int64_t kv_head,
+                                                  int c0, float (&kmu)[8], float (&q_factor)[8]) {
+  load_q_chunk_constants<DPAD>(p, kv_head, c0, kmu, q_factor);
+  finish_q_chunk_constants(p, c0, kmu, q_factor);
 }
 
 // One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the row's absmax over
@@ -247,11 +258,12 @@ inline constexpr int staged_o_bytes() {
 
 // Q in and O out through a per-warp staging area of shared memory, for contiguous, 16-byte
 // aligned Q and O (AttnKernelParams::q_vec / o_vec), used by both attention kernels where the
-// staging area fits. Both run once per CTA from a cold instruction cache, so their length is
-// their cost: the copies go
-// through shared memory so that the per-row work runs in rolled loops of ~200 instructions
-// instead of ~1,400 unrolled ones, with every global access 16 bytes wide. Lane mapping of
-// both: QChunks (kLanes lanes per row, 8 channels each).
+// staging area fits. Both run once per CTA, on its critical path (before the first MMA and after
+// the last), and their instructions are fetched cold: the copies go through shared memory so
+// that the per-row work runs in short loops instead of ~1,400 unrolled instructions, with every
+// global access 16 bytes wide, and the global loads are issued as early as their addresses are
+// known (docs/design/cuda.md, "Outside the loop"). Lane mapping of both: QChunks (kLanes lanes
+// per row, 8 channels each).
 
 // No other copies to start beside Q's (stage_q_rows_staged's default).
 struct NoOtherCopies {
@@ -272,11 +284,15 @@ __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, i
   const int chunk = lane % QC::kLanes, c0 = chunk * 8;
   const bool live_chunk = c0 < p.D;
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
-  // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once, from a
-  // rolled loop that holds no registers for them. Passes without a valid row (decode: 4 of 16
+  // The channel constants' loads first: their latency (~1 us at the CTA's start) passes under
+  // the copies' issue.
+  float kmu[8], q_factor[8];
+  load_q_chunk_constants<DPAD>(p, kv_head, c0, kmu, q_factor);
+  // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once.
+  // Unrolled: the passes' address chains overlap. Passes without a valid row (decode: 4 of 16
   // rows live) are marked and later only zeroed, not quantized.
   uint32_t live_passes = 0;
-#pragma unroll 1
+#pragma unroll
   for (int ps = 0; ps < QC::kPasses; ++ps) {
     const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
     const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
@@ -287,8 +303,7 @@ __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, i
   }
   dev::cp_async_commit();
   if constexpr (kOtherCopies) other_copies();
-  float kmu[8], q_factor[8];  // while the copies fly
-  q_chunk_constants<DPAD>(p, kv_head, c0, kmu, q_factor);
+  finish_q_chunk_constants(p, c0, kmu, q_factor);
   dev::cp_async_wait<kOtherCopies ? 1 : 0>();  // each lane reads back only its own copies
 #pragma unroll 1
   for (int ps = 0; ps < QC::kPasses; ++ps) {
@@ -321,6 +336,20 @@ __device__ __forceinline__ void store_o_rows_staged(
     return ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i;
   };
   using RC = QChunks<DPAD>;
+  const int chunk = lane % RC::kLanes, c0 = chunk * 8;
+  const bool live_chunk = c0 < p.D;
+  // V's scale and mean of this lane's channels, loaded first: their latency passes under the
+  // staging of the rows.
+  float sc[8], mu[8];
+  {
+    const float* vs = p.v_scale + kv_head * DPAD + (live_chunk ? c0 : 0);
+    const float* vm = p.v_mean + kv_head * DPAD + (live_chunk ? c0 : 0);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sc[i] = vs[i];
+      mu[i] = vm[i];
+    }
+  }
   constexpr int kPitch = DPAD + 4;  // floats per staged row (staged_o_bytes)
   float* sO = reinterpret_cast<float*>(staging);
   float* sEmpty = sO + 16 * kPitch;
@@ -347,20 +376,9 @@ __device__ __forceinline__ void store_o_rows_staged(
     }
   }
   __syncwarp();
-  const int chunk = lane % RC::kLanes, c0 = chunk * 8;
-  const bool live_chunk = c0 < p.D;
-  float sc[8], mu[8];
-  {
-    const float* vs = p.v_scale + kv_head * DPAD + (live_chunk ? c0 : 0);
-    const float* vm = p.v_mean + kv_head * DPAD + (live_chunk ? c0 : 0);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      sc[i] = vs[i];
-      mu[i] = vm[i];
-    }
-  }
   const bool bf16 = p.dtype == DType::kBF16;
-#pragma unroll 1
+  // Two rows an iteration, so their address chains and stores overlap.
+#pragma unroll 2
   for (int ps = 0; ps < RC::kPasses; ++ps) {
     const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
     const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
@@ -408,27 +426,26 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
       return;
     }
   }
-  const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
+  const float* qf = p.q_factor != nullptr ? p.q_factor + kv_head * DPAD : nullptr;
   const float* kmu = p.k_mean != nullptr ? p.k_mean + kv_head * DPAD : nullptr;
   // Every global load below is issued before any value is used, from an address that is always
   // readable (element 0 of a tensor for padding lanes and rows, then zeroed): a load behind a
   // validity branch with its conversion inside that branch made the compiler wait for each one,
   // 64 serialised memory latencies per warp at head dim 128 (~27 us per CTA).
-  // Per-channel constants of this lane's channels, loaded once. INT8 Q is multiplied by
-  // qm::q_channel_factor(α) (a reciprocal per channel here, multiplies per row below), then
-  // each group of 8 channels (8 consecutive lanes) is rotated.
-  float kmu_c[DPAD / 32], alpha_c[DPAD / 32], q_factor_c[DPAD / 32];
+  // Per-channel constants of this lane's channels, loaded once. INT8 Q is multiplied by its
+  // channel factor (p.q_factor), then each group of 8 channels (8 consecutive lanes) is rotated.
+  float kmu_c[DPAD / 32], q_factor_c[DPAD / 32];
 #pragma unroll
   for (int c = 0; c < DPAD / 32; ++c) {
     const int d = c * 32 + lane < p.D ? c * 32 + lane : 0;
     kmu_c[c] = kmu != nullptr ? kmu[d] : 0.f;
-    alpha_c[c] = alpha != nullptr ? alpha[d] : 1.f;
+    q_factor_c[c] = qf != nullptr ? qf[d] : qm::kRotateNorm;
   }
 #pragma unroll
   for (int c = 0; c < DPAD / 32; ++c) {
     const bool live = c * 32 + lane < p.D;
     kmu_c[c] = live ? kmu_c[c] : 0.f;
-    q_factor_c[c] = live && INT8QK ? qm::q_channel_factor(alpha_c[c]) : 1.f;
+    q_factor_c[c] = live && INT8QK ? q_factor_c[c] : 1.f;
   }
   const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
   // kBatch rows at a time: all their loads are issued before any conversion or reduction.

@@ -261,7 +261,7 @@ __device__ __forceinline__ void pv_tile_f16(const float (&s)[8][4], const uint8_
 template <typename T>
 __device__ __forceinline__ void quantize_q_per_block(const AttnKernelParams& p, int b, int hkv,
                                                      int L, int m_tile, int warp, int lane,
-                                                     const float* alpha,
+                                                     const float* q_factor,
                                                      const float (&row_absmax)[16], uint8_t* sQ,
                                                      float* sQScale) {
   constexpr int WARPS = T::kWarps, DPAD = T::kDpad;
@@ -287,7 +287,7 @@ __device__ __forceinline__ void quantize_q_per_block(const AttnKernelParams& p, 
             static_cast<const uint16_t*>(p.q)[b * p.q_stride[0] + ri.h * p.q_stride[1] +
                                               ri.i * p.q_stride[2] + d * p.q_stride[3]],
             p.dtype);
-        x *= qm::q_channel_factor(alpha != nullptr ? alpha[d] : 1.f);
+        x *= q_factor != nullptr ? q_factor[d] : qm::kRotateNorm;
       }
       x = rotate8_lanes(x, lane);  // as stage_q_warp_rows
       sQ[T::QTile::offset(r_local, d)] = static_cast<uint8_t>(qm::quantize_int8(x, inv));
@@ -418,10 +418,11 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
     stage_q_warp_rows<DPAD, T::kInt8QK, BF16, typename T::QTile>(
         p, b, hkv, L, kv_head, m_tile * kAttnBlockM + warp * 16, warp * 16, sQ, sQScale, sLseShift,
         lane, row_absmax);
-    const float* alpha = p.q_alpha != nullptr ? p.q_alpha + kv_head * DPAD : nullptr;
+    const float* q_factor = p.q_factor != nullptr ? p.q_factor + kv_head * DPAD : nullptr;
     if constexpr (T::kInt8QK) {
       if (p.q_per_block)
-        quantize_q_per_block<T>(p, b, hkv, L, m_tile, warp, lane, alpha, row_absmax, sQ, sQScale);
+        quantize_q_per_block<T>(p, b, hkv, L, m_tile, warp, lane, q_factor, row_absmax, sQ,
+                                sQScale);
     }
   }
   __syncthreads();

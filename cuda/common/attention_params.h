@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "common/modes.h"
+#include "cuda/common/fast_div.h"
 
 namespace int8attn {
 
@@ -46,8 +47,11 @@ struct AttnKernelParams {
   const void* v = nullptr;
   const float* v_scale = nullptr;
   const float* v_mean = nullptr;
-  const float* q_alpha = nullptr;  // channel balancing: Q is divided by α (null = off)
-  const float* k_mean = nullptr;   // [kv-head][DPAD] K smoothing shift: LSE adds sm_scale·q·μ_K
+  // Q's per-channel factor before the rotation, qm::q_channel_factor(α), computed once per
+  // channel by the preparation (a division the CTAs then need not repeat); null: no balancing,
+  // the factor is qm::kRotateNorm.
+  const float* q_factor = nullptr;
+  const float* k_mean = nullptr;  // [kv-head][DPAD] K smoothing shift: LSE adds sm_scale·q·μ_K
   int64_t kv_batch_stride = 0, kv_head_stride = 0;  // in canonical heads
   int64_t nk_pad = 0;
 
@@ -58,6 +62,7 @@ struct AttnKernelParams {
 
   int B = 0, Hq = 0, Hkv = 0, G = 1, Nq = 0, Nk = 0, D = 0;
   int row_pitch = 0;          // rows of the packed M dimension per q-head of a group (>= Nq)
+  FastDiv row_div;            // division by row_pitch (set with it: set_row_pitch)
   int block_m = kAttnBlockM;  // rows per CTA: 128, 64 (head dims > 64) or 16 (decode, INT8)
   int m_tiles = 0;            // CTAs along M per (b, kv-head)
 
@@ -77,6 +82,11 @@ struct AttnKernelParams {
   int num_splits = 1, tiles_per_split = 0;
   float* part_o = nullptr;    // [split][B][Hq][Nq][D]
   float* part_lse = nullptr;  // [split][B][Hq][Nq]
+
+  void set_row_pitch(int pitch) {
+    row_pitch = pitch;
+    row_div = FastDiv::of(static_cast<uint32_t>(pitch > 0 ? pitch : 1));
+  }
 
   // Host side only: the kernel follows the K/V preparation's on sm_90+ and launches early
   // (launch.cuh).

@@ -51,10 +51,11 @@ struct KvPrepParams {
   float* v_scale = nullptr;
   float* v_mean = nullptr;
   float* k_mean = nullptr;
-  float* alpha = nullptr;  // null unless balance
-  int64_t nk_pad = 0;      // keys per canonical head in the outputs
-  int64_t key_offset = 0;  // where token 0 of the source lands (cache appends)
-  bool fill_tail = true;   // also zero the padding keys up to nk_pad (forward buffers)
+  float* alpha = nullptr;     // null unless balance
+  float* q_factor = nullptr;  // qm::q_channel_factor(α) for the attention kernels, with alpha
+  int64_t nk_pad = 0;         // keys per canonical head in the outputs
+  int64_t key_offset = 0;     // where token 0 of the source lands (cache appends)
+  bool fill_tail = true;      // also zero the padding keys up to nk_pad (forward buffers)
 
   float* partials = nullptr;  // scratch accumulators: kv_stats_partial_floats(...) floats
   int sm_count = 132;         // the device's SMs: sizes the statistics grid

@@ -82,7 +82,10 @@ __device__ __forceinline__ void finalize_channel(const KvPrepParams& p, int head
     p.v_mean[o] = c.mu_v;
     p.v_scale[o] = c.v_scale;
   }
-  if (p.alpha != nullptr) p.alpha[o] = c.alpha;
+  if (p.alpha != nullptr) {
+    p.alpha[o] = c.alpha;
+    p.q_factor[o] = qm::q_channel_factor(c.alpha);
+  }
 }
 
 }  // namespace prep

@@ -84,7 +84,7 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
     if (!small_fits(plan.dpad, static_cast<int>(p.D), s)) return false;
   }
   s.a = a;
-  s.a.row_pitch = a.Nq;
+  s.a.set_row_pitch(a.Nq);
   s.a.num_splits = 1;
   s.k = p.k.data;
   s.v = p.v.data;
@@ -152,7 +152,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   a.q_per_block = (!exact && p.q_granularity == INT8ATTN_GRANULARITY_PER_BLOCK) ? 1 : 0;
   // Row packing: the q-heads of a group share one M dimension (pitch Nq), except when Q scales
   // are per 64-row block, where each head's rows must start on a tile boundary.
-  a.row_pitch = a.q_per_block ? static_cast<int>(round_up(p.Nq, 64)) : a.Nq;
+  a.set_row_pitch(a.q_per_block ? static_cast<int>(round_up(p.Nq, 64)) : a.Nq);
   // Few rows per kv-head (decode, small GQA groups): one-warp CTAs, so the split-KV grid is not
   // spent on empty rows.
   const int64_t rows = static_cast<int64_t>(a.G) * a.row_pitch;
@@ -218,6 +218,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.v_mean = ws.take<float>(heads * plan.dpad);
     k.v_scale = ws.take<float>(heads * plan.dpad);
     k.alpha = balance ? ws.take<float>(heads * plan.dpad) : nullptr;
+    k.q_factor = balance ? ws.take<float>(heads * plan.dpad) : nullptr;
     k.k_scale = ws.take<float>(heads * nk_pad);
     k.k_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * kbytes);
     k.v_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * vbytes);
@@ -229,7 +230,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     a.v = k.v_out;
     a.v_scale = k.v_scale;
     a.v_mean = k.v_mean;
-    a.q_alpha = k.alpha;
+    a.q_factor = k.q_factor;
     a.k_mean = k.smooth_k ? k.k_mean : nullptr;
     a.kv_batch_stride = bcast_b ? 0 : heads_h;
     a.kv_head_stride = bcast_h ? 0 : 1;

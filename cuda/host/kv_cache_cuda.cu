@@ -86,7 +86,7 @@ class CudaKvCache final : public KvCacheImpl {
     a.v = v_.get();
     a.v_mean = static_cast<const float*>(stats_.get()) + heads_ * dpad_;
     a.v_scale = a.v_mean + heads_ * dpad_;
-    a.q_alpha = nullptr;
+    a.q_factor = nullptr;
     a.k_mean = (spec_.flags & INT8ATTN_FLAG_SMOOTH_K) != 0 ? static_cast<const float*>(stats_.get())
                                                            : nullptr;
     a.kv_batch_stride = spec_.Hkv;
