@@ -24,10 +24,12 @@ import int8attn  # noqa: E402
 SHAPES = {s[0]: s[1:] for s in bench.SQUARE + bench.DIFFUSION + bench.DECODE}
 
 
-def kernel_times(call, calls: int = 50) -> None:
+def kernel_device_times(call, calls: int = 50, warmup: int = 20):
+    """Each kernel's device times over `calls` calls (torch profiler), by kernel name, and the
+    span of a call (first kernel start to last kernel end) in microseconds."""
     from torch.profiler import ProfilerActivity, profile
 
-    for _ in range(20):
+    for _ in range(warmup):
         call()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -40,10 +42,15 @@ def kernel_times(call, calls: int = 50) -> None:
     per_kernel = collections.defaultdict(list)
     for e in events:
         per_kernel[e.name].append(e.device_time)
+    span = max(e.time_range.end for e in events) - min(e.time_range.start for e in events)
+    return per_kernel, span / calls
+
+
+def kernel_times(call, calls: int = 50) -> None:
+    per_kernel, span = kernel_device_times(call, calls)
     for name, times in sorted(per_kernel.items(), key=lambda kv: -sum(kv[1])):
         print(f"{sum(times) / len(times):9.2f} us  x{len(times) / calls:g} per call  {name[:100]}")
-    span = max(e.time_range.end for e in events) - min(e.time_range.start for e in events)
-    print(f"{span / calls:9.2f} us  span per call (first kernel start to last kernel end)")
+    print(f"{span:9.2f} us  span per call (first kernel start to last kernel end)")
 
 
 def main() -> None:
