@@ -4,10 +4,12 @@
 # shape and mode, its per-instruction stall samples (SASS with source counters, CSV: sum them by
 # region of the kernel with bench/sass_phases.py to see each phase's share), plus an opcode census of
 # the kernel's SASS. Output goes to DIR.
-#   bash bench/profile_kernel.sh BUILD_DIR DIR [shape] [mode] [kernel-regex]
+#   bash bench/profile_kernel.sh BUILD_DIR DIR [shape] [mode] [kernel-regex] [run options...]
+# Run options go to `int8attn run`, e.g. `--k-granularity block` for the processors' kernel.
 set -uo pipefail
 BUILD="${1:?build dir}" DIR="${2:?output dir}" SHAPE="${3:-flux_1024px}" MODE="${4:-balanced}"
 KERNEL="${5:-attention}"
+shift $(( $# < 5 ? $# : 5 ))
 mkdir -p "$DIR"
 export LD_LIBRARY_PATH="$PWD/$BUILD/lib:${LD_LIBRARY_PATH:-}"
 tag="${SHAPE}_${MODE}"
@@ -16,7 +18,7 @@ if command -v ncu >/dev/null; then
       --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
       --section ComputeWorkloadAnalysis --section Occupancy --section LaunchStats \
       --section SourceCounters --import-source no -f -o "$DIR/prof_$tag" \
-      "$BUILD/bin/int8attn" run --shape "$SHAPE" --mode "$MODE" --repeats 1 \
+      "$BUILD/bin/int8attn" run --shape "$SHAPE" --mode "$MODE" --repeats 1 "$@" \
       >"$DIR/ncu_run_$tag.txt" 2>&1 || echo "ncu failed (see $DIR/ncu_run_$tag.txt)"
   ncu -i "$DIR/prof_$tag.ncu-rep" >"$DIR/ncu_$tag.txt" 2>&1
   ncu -i "$DIR/prof_$tag.ncu-rep" --page source --print-source sass --csv \

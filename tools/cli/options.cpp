@@ -28,7 +28,7 @@ const char* footer_text() {
 // The string values of `run`'s options before they are resolved into RunOptions (CLI11 checks
 // them against their lists, so its message names the option, the value and the choices).
 struct RunText {
-  std::string shape, mode = "all", dtype, device = "auto", layout = "hnd";
+  std::string shape, mode = "all", dtype, device = "auto", layout = "hnd", k_granularity;
   int64_t n = 0;
 };
 
@@ -72,6 +72,10 @@ std::unique_ptr<CLI::App> make_app(RunOptions* o, RunText* t) {
   run->add_flag("--causal", o->causal, "causal mask (bottom-right aligned)");
   run->add_flag("--balance-channels", o->balance_channels,
                 "set INT8ATTN_FLAG_BALANCE_CHANNELS (outlier channels)");
+  run->add_option("--k-granularity", t->k_granularity,
+                  "K's INT8 scales per token (the library's default) or per 64-key block (what "
+                  "the diffusers processors use; not with --decode)")
+      ->check(CLI::IsMember({"token", "block"}));
   run->add_option("--inputs", o->inputs, "input family (default gaussian)")
       ->check(CLI::IsMember({"gaussian", "outliers", "bias", "peaky"}));
   run->add_option("--layout", t->layout, "memory layout of Q, K, V, O (default hnd)")
@@ -114,6 +118,9 @@ void resolve(RunOptions* o, const RunText& t) {
               : t.device == "auto" ? DeviceChoice::Auto
                                    : DeviceChoice::Cuda;
   o->nhd = t.layout == "nhd";
+  o->k_granularity = t.k_granularity == "block"   ? INT8ATTN_GRANULARITY_PER_BLOCK
+                     : t.k_granularity == "token" ? INT8ATTN_GRANULARITY_PER_TOKEN
+                                                  : INT8ATTN_GRANULARITY_DEFAULT;
   if (!t.shape.empty()) {
     if (!find_shape(t.shape, &o->shape))
       throw UsageError("shape: unknown shape '" + t.shape + "'; `int8attn run --list` lists them");

@@ -25,6 +25,7 @@ struct RunOptions {
   DeviceChoice device = DeviceChoice::Auto;
   bool causal = false;
   bool balance_channels = false;  // INT8ATTN_FLAG_BALANCE_CHANNELS
+  int32_t k_granularity = 0;      // INT8ATTN_GRANULARITY_* of K (0: the library's default)
   std::string inputs = "gaussian";
   bool nhd = false;
   int repeats = 0;  // 0 = default (3 on the CPU, 20 on CUDA)

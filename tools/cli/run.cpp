@@ -196,6 +196,10 @@ int cmd_run(RunOptions o) {
   if (o.d) s.D = o.d;
   if (o.decode) s.decode = true;
   if (custom) s.name = o.shape_given ? s.name + "+custom" : "custom";
+  if (s.decode && o.k_granularity == INT8ATTN_GRANULARITY_PER_BLOCK)
+    throw UsageError(
+        "--k-granularity block: a decode run goes through a K/V cache, whose K scales are per "
+        "token");
   if (s.Hq % s.Hkv != 0)
     throw UsageError("heads: Hq " + std::to_string(s.Hq) + " is not a multiple of Hkv " +
                      std::to_string(s.Hkv));
@@ -248,6 +252,8 @@ int cmd_run(RunOptions o) {
   report.layout = o.nhd ? "nhd" : "hnd";
   report.causal = o.causal;
   report.flags = o.balance_channels ? "balance_channels" : "default";
+  if (o.k_granularity == INT8ATTN_GRANULARITY_PER_BLOCK)
+    report.flags = o.balance_channels ? "balance_channels k_per_block" : "k_per_block";
   report.inputs = o.inputs;
   report.reference = smp.text;
   report.repeats = repeats;
@@ -284,6 +290,7 @@ int cmd_run(RunOptions o) {
     fp.mode = mode;
     fp.causal = o.causal ? 1 : 0;
     if (o.balance_channels && !use_cache) fp.flags |= INT8ATTN_FLAG_BALANCE_CHANNELS;
+    if (!use_cache) fp.k_granularity = o.k_granularity;
     auto call = [&] {
       if (use_cache)
         ok(int8attn_kv_cache_forward(ctx.get(), &q.desc, cache.get(), &out.desc, &fp),
