@@ -20,11 +20,10 @@ namespace int8attn {
 // m = floor(2^32 (2^s − d) / d) + 1, n / d = (mulhi(n, m) + n) >> s (the round-up method of
 // Granlund and Montgomery; the sum is taken in 64 bits, so it cannot overflow).
 struct FastDiv {
-  uint32_t divisor = 1, mul = 1, shift = 0;
+  uint32_t mul = 1, shift = 0;  // divisor 1 (the divisor itself is kept by the caller)
 
   static FastDiv of(uint32_t d) {
     FastDiv f;
-    f.divisor = d;
     f.shift = 0;
     while ((uint64_t{1} << f.shift) < d) ++f.shift;
     f.mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - d)) / d + 1);
