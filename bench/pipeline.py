@@ -19,13 +19,13 @@ processors are put back (``model.set_attn_processor``), so the weights are share
 
 Per item: the median step time (CUDA events, warm-up first), the compile time, and in eager mode
 a second pass with CUDA events around every attention call (``F.scaled_dot_product_attention``
-for stock configs, ``Int8AttnProcessor.attention`` for int8attn ones) giving the attention time,
-its share of the step and the step with free attention ("ideal"); int8attn's call counters
-(int8attn / routed to SDPA / fallback); the output's relative L1 distance to the stock output;
-peak memory. Compiled items also record the graphs compiled, graph breaks, functions dynamo left
-eager, and timed steps that recompiled (a guard failing on every call: such a step times the
-compiler; after two in a row the item stops and is starred in the table). Speed-ups against
-``sdpa`` and ``sdpa_cudnn`` are derived.
+for stock configs; for int8attn ones ``Int8AttnProcessor.attention`` and the calls routed to the
+stock processor, each call once) giving the attention time, its share of the step and the step
+with free attention ("ideal"); int8attn's call counters (int8attn / routed to SDPA / fallback);
+the output's relative L1 distance to the stock output; peak memory. Compiled items also record
+the graphs compiled, graph breaks, functions dynamo left eager, and timed steps that recompiled
+(a guard failing on every call: such a step times the compiler; after two in a row the item
+stops and is starred in the table). Speed-ups against ``sdpa`` and ``sdpa_cudnn`` are derived.
 
 Usage::
 
@@ -206,7 +206,9 @@ def timed(fn: Callable[[], Any], cuda: bool) -> tuple:
 
 class AttentionRecorder:
     """Times each attention call of a pass (CUDA events, read after the pass so the step is not
-    serialised) and counts the calls and their shapes."""
+    serialised) and counts the calls and their shapes. A call made inside a timed call (an
+    int8attn processor's fallback reaching F.scaled_dot_product_attention) is part of it, not
+    another call."""
 
     def __init__(self, cuda: bool) -> None:
         self.cuda = cuda
@@ -214,8 +216,18 @@ class AttentionRecorder:
         self.cpu_ms = 0.0
         self.calls = 0
         self.shapes: Counter = Counter()
+        self._depth = 0
 
     def call(self, fn: Callable[[], Any], q: torch.Tensor, k: torch.Tensor, layout: str) -> Any:
+        if self._depth:
+            return fn()
+        self._depth += 1
+        try:
+            return self._timed(fn, q, k, layout)
+        finally:
+            self._depth -= 1
+
+    def _timed(self, fn: Callable[[], Any], q: torch.Tensor, k: torch.Tensor, layout: str) -> Any:
         self.calls += 1
         self.shapes[_shape_key(q, k, layout)] += 1
         if self.cuda:
@@ -270,8 +282,10 @@ def recording_stock_attention(rec: AttentionRecorder) -> Iterator[None]:
 @contextlib.contextmanager
 def recording_int8attn_attention(rec: AttentionRecorder) -> Iterator[None]:
     """``Int8AttnProcessor.attention`` timed (a class attribute: the int8attn call, the calls the
-    routing table sends to SDPA and the fallbacks of unsupported calls all pass through it).
-    F.scaled_dot_product_attention is left alone, so nothing is counted twice."""
+    routing table sends to SDPA and the fallbacks of unsupported calls pass through it), and
+    ``F.scaled_dot_product_attention`` too: a UNet call the table routes is handed to diffusers'
+    stock processor before any projection, and only that function sees it. A fallback that
+    reaches it from inside a timed call is not counted again (AttentionRecorder)."""
     from int8attn.torch_integration import Int8AttnProcessor
 
     own = "attention" in Int8AttnProcessor.__dict__
@@ -284,7 +298,8 @@ def recording_int8attn_attention(rec: AttentionRecorder) -> Iterator[None]:
 
     Int8AttnProcessor.attention = attention
     try:
-        yield
+        with recording_stock_attention(rec):
+            yield
     finally:
         if own:
             Int8AttnProcessor.attention = original
