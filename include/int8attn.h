@@ -334,7 +334,11 @@ INT8ATTN_API int8attn_status_t int8attn_synchronize(int8attn_context_t* context,
 /** @defgroup modes Precision modes and the timestep policy
  *  @{ */
 
-/** @brief Precision modes (`mode` fields). */
+/** @brief Precision modes (`mode` fields).
+ *
+ *  A forward call on fresh K/V with at most 128 keys runs EXACT whatever its mode, on every
+ *  backend: such a call (text cross-attention) is bound by reading Q and writing O, so
+ *  quantization would add only its error. Calls against a K/V cache keep the cache's mode. */
 enum int8attn_mode_values {
   INT8ATTN_MODE_DEFAULT = 0,  /**< Use the policy's mode for the timestep, else BALANCED. */
   INT8ATTN_MODE_EXACT = 1,    /**< fp16/bf16 (fp32 on CPU) flash attention, no quantization. */

@@ -199,16 +199,11 @@ TEST(Policy, CreateErrors) {
 }
 
 // Mode DEFAULT follows the policy; an explicit mode wins over it.
-class PolicyForward : public capi::AttentionTest {};
-
-TEST_F(PolicyForward, ModeFollowsTheTimestep) {
-  int8attn_policy_params_t pp;
-  int8attn_policy_params_init(&pp);
-  pp.num_timesteps = 3;  // steps 0 and 2 EXACT, step 1 FAST
-  PolicyHolder h;
-  ASSERT_EQ(int8attn_policy_create(&h.p, &pp), INT8ATTN_OK);
-
-  auto run = [&](int32_t mode, const int8attn_policy_t* pol, int32_t step) {
+class PolicyForward : public capi::AttentionTest {
+ protected:
+  // The output bytes of one forward call with this mode, policy and step.
+  std::vector<uint8_t> run(int32_t mode, const int8attn_policy_t* pol = nullptr,
+                           int32_t step = 0) {
     capi::Buffer out(ob.bytes);
     int8attn_tensor_t ot = o;
     ot.data = out.base;
@@ -219,7 +214,18 @@ TEST_F(PolicyForward, ModeFollowsTheTimestep) {
     p.timestep = step;
     EXPECT_EQ(int8attn_forward(ctx, &q, &k, &v, &ot, &p), INT8ATTN_OK) << int8attn_last_error();
     return std::vector<uint8_t>(out.base, out.base + out.bytes);
-  };
+  }
+};
+
+TEST_F(PolicyForward, ModeFollowsTheTimestep) {
+  Nk = 200;  // more than kExactMaxKeys: with fewer keys every mode runs EXACT
+  build();
+  int8attn_policy_params_t pp;
+  int8attn_policy_params_init(&pp);
+  pp.num_timesteps = 3;  // steps 0 and 2 EXACT, step 1 FAST
+  PolicyHolder h;
+  ASSERT_EQ(int8attn_policy_create(&h.p, &pp), INT8ATTN_OK);
+
   const auto exact = run(INT8ATTN_MODE_EXACT, nullptr, 0);
   const auto fast = run(INT8ATTN_MODE_FAST, nullptr, 0);
   ASSERT_NE(exact, fast)
@@ -230,6 +236,23 @@ TEST_F(PolicyForward, ModeFollowsTheTimestep) {
   EXPECT_EQ(run(INT8ATTN_MODE_FAST, h.p, 0), fast);  // explicit mode wins
   ASSERT_EQ(int8attn_policy_set_mode(h.p, 1, INT8ATTN_MODE_EXACT), INT8ATTN_OK);
   EXPECT_EQ(run(INT8ATTN_MODE_DEFAULT, h.p, 1), exact);
+}
+
+// A call on fresh K/V with at most 128 keys runs EXACT whatever its mode (common/modes.h,
+// kExactMaxKeys); one key more and the INT8 modes quantize again.
+TEST_F(PolicyForward, FewKeysRunExactInEveryMode) {
+  for (int64_t nk : {1, 77, 128}) {
+    Nk = nk;
+    build();
+    const auto exact = run(INT8ATTN_MODE_EXACT);
+    EXPECT_EQ(run(INT8ATTN_MODE_BALANCED), exact) << nk << " keys";
+    EXPECT_EQ(run(INT8ATTN_MODE_FAST), exact) << nk << " keys";
+  }
+  Nk = 129;
+  build();
+  const auto exact = run(INT8ATTN_MODE_EXACT);
+  EXPECT_NE(run(INT8ATTN_MODE_BALANCED), exact);
+  EXPECT_NE(run(INT8ATTN_MODE_FAST), exact);
 }
 
 }  // namespace

@@ -43,6 +43,15 @@ I8A_MODE_HD constexpr Mode runnable_mode(Mode m, bool fp8_available) {
   return (m == Mode::kFast && !fp8_available) ? Mode::kBalanced : m;
 }
 
+// Calls with few keys (text cross-attention: 77 or 120 keys) are bound by reading Q and writing
+// O, not by the matrix work: quantizing Q and K would add error and passes and save nothing. A
+// call on fresh K/V (not a cache) with at most kExactMaxKeys keys therefore runs EXACT in every
+// mode, on every backend (documented at int8attn_mode_t). The core applies this once per call.
+inline constexpr int64_t kExactMaxKeys = 128;
+I8A_MODE_HD constexpr Mode mode_for_keys(Mode m, int64_t nk, bool cache) {
+  return (!cache && nk <= kExactMaxKeys) ? Mode::kExact : m;
+}
+
 // Bytes per element of a floating-point input type.
 I8A_MODE_HD constexpr int dtype_bytes(DType t) { return t == DType::kF32 ? 4 : 2; }
 

@@ -280,10 +280,11 @@ void check_heads(int64_t Hq, int64_t Hkv, const char* kv_name) {
 }
 
 // The last step of resolving a call, once every argument is valid: the mode the device runs
-// (FAST needs FP8 P·V: common/modes.h). A call's mode is decided here and in resolve_options
-// (caller's, else the policy's, else BALANCED) only.
+// (FAST needs FP8 P·V; a few keys run EXACT: common/modes.h). A call's mode is decided here and
+// in resolve_options (caller's, else the policy's, else BALANCED) only.
 void run_on_device(Context& ctx, AttnProblem& p) {
   p.mode = runnable_mode(p.mode, ctx.backend(p.device_type, "q").fp8_available());
+  p.mode = mode_for_keys(p.mode, p.Nk, p.cache != nullptr);
 }
 
 }  // namespace

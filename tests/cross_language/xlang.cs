@@ -6,7 +6,8 @@ using Int8Attn;
 
 static class XLang
 {
-    const int B = 1, H = 2, N = 70, D = 40;
+    // N > 128: on at most 128 keys every mode runs EXACT (README.md).
+    const int B = 1, H = 2, N = 150, D = 40;
 
     static float[] Input(long c)
     {

@@ -252,10 +252,13 @@ def test_policy_from_sigmas():
 
 
 def test_attention_with_policy(rng):
-    q, k, v = (randn(rng, 1, 2, 64, 64) for _ in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT
+    q = randn(rng, 1, 2, 64, 64)
+    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
     pol = int8attn.TimestepPolicy(5, default_mode="balanced")
     exact = int8attn.attention(q, k, v, mode="exact")
     bal = int8attn.attention(q, k, v, mode="balanced")
+    assert not np.array_equal(exact, bal)  # the modes are distinguishable
     np.testing.assert_array_equal(int8attn.attention(q, k, v, mode=None, policy=pol, timestep=0),
                                   exact)
     np.testing.assert_array_equal(int8attn.attention(q, k, v, mode=None, policy=pol, timestep=2),
@@ -269,7 +272,9 @@ def test_attention_with_policy(rng):
 def test_policy_decides_with_the_default_mode(rng, recwarn):
     """Issue 26: ``attention(q, k, v, policy=pol, timestep=t)`` (no mode) runs the policy's mode
     for the step, not BALANCED; no warning. Without a policy the default is BALANCED."""
-    q, k, v = (randn(rng, 1, 2, 64, 64) for _ in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT
+    q = randn(rng, 1, 2, 64, 64)
+    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
     pol = int8attn.TimestepPolicy(4)  # library defaults: EXACT at both ends, FAST between
     assert pol.modes() == [int8attn.Mode.EXACT, int8attn.Mode.FAST, int8attn.Mode.FAST,
                            int8attn.Mode.EXACT]

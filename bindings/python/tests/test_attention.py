@@ -29,7 +29,9 @@ def check(o, ref, mode, dtype=np.float32):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("d", [40, 64, 128])
 def test_modes_match_reference(rng, mode, dtype, d):
-    q, k, v = (randn(rng, 2, 3, 77, d, dtype=dtype) for _ in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT
+    q = randn(rng, 2, 3, 77, d, dtype=dtype)
+    k, v = (randn(rng, 2, 3, 136, d, dtype=dtype) for _ in range(2))
     o = int8attn.attention(q, k, v, mode=mode)
     assert o.shape == q.shape and o.dtype == q.dtype
     ref, _ = attention_ref(q, k, v)
@@ -37,7 +39,9 @@ def test_modes_match_reference(rng, mode, dtype, d):
 
 
 def test_default_mode_is_balanced(rng):
-    q, k, v = (randn(rng, 1, 2, 64, 64) for _ in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT
+    q = randn(rng, 1, 2, 64, 64)
+    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
     a = int8attn.attention(q, k, v, mode=None)
     b = int8attn.attention(q, k, v, mode="balanced")
     np.testing.assert_array_equal(a, b)
@@ -86,7 +90,9 @@ def test_causal(rng, nq, nk):
 
 
 def test_return_lse_and_sm_scale(rng):
-    q, k, v = (randn(rng, 2, 2, 45, 64) for _ in range(3))
+    # more than 128 keys: with fewer BALANCED runs EXACT
+    q = randn(rng, 2, 2, 45, 64)
+    k, v = (randn(rng, 2, 2, 136, 64) for _ in range(2))
     o, lse = int8attn.attention(q, k, v, mode="exact", return_lse=True, sm_scale=0.07)
     ref, ref_lse = attention_ref(q, k, v, sm_scale=0.07)
     assert lse.shape == (2, 2, 45) and lse.dtype == np.float32
@@ -99,7 +105,9 @@ def test_return_lse_and_sm_scale(rng):
 
 def test_lse_with_k_smoothing(rng):
     """LSE is of the real scores: K smoothing's per-row shift sm_scale·q·mean(K) is added back."""
-    q, k, v = (randn(rng, 1, 2, 45, 64) for _ in range(3))
+    # more than 128 keys: with fewer BALANCED runs EXACT, without K smoothing
+    q = randn(rng, 1, 2, 45, 64)
+    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
     k += 1.0  # a channel bias in K makes the smoothing shift visible
     _, lse = int8attn.attention(q, k, v, mode="balanced", return_lse=True)
     _, ref_lse = attention_ref(q, k, v)
@@ -156,8 +164,10 @@ def test_out_parameter(rng):
 
 
 def test_options_are_exact_transformations(rng):
-    # outlier channels in Q and K, channel bias in K and V
-    q, k, v = (randn(rng, 1, 2, 128, 64) for _ in range(3))
+    # outlier channels in Q and K, channel bias in K and V; more than 128 keys: with fewer
+    # BALANCED runs EXACT and the options change nothing
+    q = randn(rng, 1, 2, 128, 64)
+    k, v = (randn(rng, 1, 2, 160, 64) for _ in range(2))
     q[..., 3] *= 20
     k[..., 7] *= 20
     k += 3.0 * randn(rng, 1, 1, 1, 64)

@@ -36,7 +36,9 @@ def rel_l1(a, b) -> float:
 @pytest.mark.parametrize("mode", ["exact", "balanced", "fast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_torch_path_equals_general_path(layout, mode, dtype):
-    q, k, v = (randn(2, 3, 40, 32, seed=s, dtype=dtype) for s in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT and the mode's options go untested
+    q = randn(2, 3, 40, 32, seed=0, dtype=dtype)
+    k, v = (randn(2, 3, 136, 32, seed=s, dtype=dtype) for s in (1, 2))
     if layout == "NHD":
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # non-contiguous views, like diffusers
     fast = int8attn.attention(q, k, v, mode=mode, layout=layout)
@@ -65,7 +67,9 @@ def test_torch_path_errors_name_the_argument_and_write_nothing():
 
 
 def test_torch_path_policy_and_scale():
-    q, k, v = (randn(1, 2, 64, 32, seed=s) for s in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT
+    q = randn(1, 2, 64, 32, seed=0)
+    k, v = (randn(1, 2, 136, 32, seed=s) for s in (1, 2))
     pol = int8attn.TimestepPolicy(4, default_mode="fast")
     for t in range(4):
         a = int8attn.attention(q, k, v, mode=None, policy=pol, timestep=t, sm_scale=0.1)
@@ -74,7 +78,9 @@ def test_torch_path_policy_and_scale():
 
 
 def test_custom_op_equals_attention():
-    q, k, v = (randn(2, 4, 64, 32, seed=s, dtype=torch.float16) for s in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT and K's granularity changes nothing
+    q = randn(2, 4, 64, 32, seed=0, dtype=torch.float16)
+    k, v = (randn(2, 4, 136, 32, seed=s, dtype=torch.float16) for s in (1, 2))
     a = torch.ops.int8attn.attention(q, k, v, 3, False, 0.0, "HND", 0, -1)
     b = int8attn.attention(q, k, v, mode="fast")
     assert torch.equal(a, b)
@@ -88,7 +94,8 @@ def test_custom_op_equals_attention():
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_sageattn_equals_attention(layout, causal):
-    q, k, v = (randn(1, 2, 48, 64, seed=s, dtype=torch.float16) for s in range(3))
+    # more than 128 keys: with fewer every mode runs EXACT and the mapped options change nothing
+    q, k, v = (randn(1, 2, 136, 64, seed=s, dtype=torch.float16) for s in range(3))
     if layout == "NHD":
         q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
     a = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=causal, sm_scale=0.2,
@@ -101,7 +108,7 @@ def test_sageattn_equals_attention(layout, causal):
     assert torch.equal(c, int8attn.attention(q, k, v, mode="balanced", causal=causal,
                                              sm_scale=0.2, layout=layout))
     o, lse = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=causal, return_lse=True)
-    assert o.shape == q.shape and lse.shape == (1, 2, 48) and lse.dtype == torch.float32
+    assert o.shape == q.shape and lse.shape == (1, 2, 136) and lse.dtype == torch.float32
 
 
 def test_sageattn_rejects_unknown_arguments():
@@ -299,7 +306,9 @@ def test_processor_output_is_laid_out_like_sdpa():
 
 def test_routed_calls_run_sdpa_and_are_counted(monkeypatch):
     proc = int8attn.Int8AttnProcessor(mode="fast")
-    q, k, v = (randn(1, 2, 32, 16, seed=s) for s in range(3))
+    # more than 128 keys: with fewer FAST runs EXACT and K's granularity changes nothing
+    q = randn(1, 2, 32, 16, seed=0)
+    k, v = (randn(1, 2, 136, 16, seed=s) for s in (1, 2))
     sdpa = lambda: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
     monkeypatch.setattr(_processors, "_route", lambda *a: True)
     o = proc.attention(q, k, v, layout="HND", fallback_fn=sdpa)
@@ -423,30 +432,32 @@ def test_routed_standard_calls_run_the_stock_processor(monkeypatch):
 
 
 def _tiny_models():
+    """Tiny UNet, Flux and SD3 models whose self/joint attention has more than 128 keys (UNet
+    256, Flux 136 + 8, SD3 144 + 5): with fewer every mode runs EXACT."""
     from diffusers import FluxTransformer2DModel, SD3Transformer2DModel, UNet2DConditionModel
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(
-        sample_size=8, in_channels=4, out_channels=4, layers_per_block=1,
+        sample_size=16, in_channels=4, out_channels=4, layers_per_block=1,
         block_out_channels=(64, 128), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
         up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32,
         attention_head_dim=8, norm_num_groups=8).eval()
-    unet_in = dict(sample=randn(2, 4, 8, 8, seed=1), timestep=torch.tensor(10),
+    unet_in = dict(sample=randn(2, 4, 16, 16, seed=1), timestep=torch.tensor(10),
                    encoder_hidden_states=randn(2, 7, 32, seed=2))
     flux = FluxTransformer2DModel(patch_size=1, in_channels=8, num_layers=1,
                                   num_single_layers=1, attention_head_dim=16,
                                   num_attention_heads=2, joint_attention_dim=32,
                                   pooled_projection_dim=16, axes_dims_rope=(4, 6, 6)).eval()
-    flux_in = dict(hidden_states=randn(1, 16, 8, seed=3),
+    flux_in = dict(hidden_states=randn(1, 136, 8, seed=3),
                    encoder_hidden_states=randn(1, 8, 32, seed=4),
                    pooled_projections=randn(1, 16, seed=5), timestep=torch.tensor([0.5]),
-                   img_ids=torch.zeros(16, 3), txt_ids=torch.zeros(8, 3))
-    sd3 = SD3Transformer2DModel(sample_size=8, patch_size=2, in_channels=4, num_layers=1,
+                   img_ids=torch.zeros(136, 3), txt_ids=torch.zeros(8, 3))
+    sd3 = SD3Transformer2DModel(sample_size=24, patch_size=2, in_channels=4, num_layers=1,
                                 attention_head_dim=8, num_attention_heads=2,
                                 joint_attention_dim=32, caption_projection_dim=16,
                                 pooled_projection_dim=16, out_channels=4,
-                                pos_embed_max_size=8).eval()
-    sd3_in = dict(hidden_states=randn(2, 4, 8, 8, seed=6),
+                                pos_embed_max_size=12).eval()
+    sd3_in = dict(hidden_states=randn(2, 4, 24, 24, seed=6),
                   encoder_hidden_states=randn(2, 5, 32, seed=7),
                   pooled_projections=randn(2, 16, seed=8), timestep=torch.tensor([3, 3]))
     return {"unet": (unet, unet_in), "flux": (flux, flux_in), "sd3": (sd3, sd3_in)}
@@ -507,6 +518,7 @@ def test_diffusers_models_compiled_with_policy(name):
     for step in range(3):
         int8attn.set_timestep(model, step)
         eager.append(_out(model, inputs))
+    assert not torch.equal(eager[0], eager[1])  # EXACT and FAST steps are distinguishable
     calls = proc.stats["int8attn"]
     counters = torch._dynamo.utils.counters
     counters.clear()

@@ -44,10 +44,12 @@ namespace Int8Attn.Tests
             using (var ctx = new Context())
             using (var p = new Policy(20))
             {
-                var exact = Attn(ctx, B, H, H, N, N, D, Q, K, V, new ForwardOptions { Mode = Mode.Exact });
-                var fast = Attn(ctx, B, H, H, N, N, D, Q, K, V, new ForwardOptions { Mode = Mode.Fast });
-                var at0 = Attn(ctx, B, H, H, N, N, D, Q, K, V, new ForwardOptions { Policy = p, Timestep = 0 });
-                var at7 = Attn(ctx, B, H, H, N, N, D, Q, K, V, new ForwardOptions { Policy = p, Timestep = 7 });
+                // More than 128 keys (KM, VM): with fewer every mode runs EXACT.
+                var exact = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Mode = Mode.Exact });
+                var fast = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Mode = Mode.Fast });
+                var at0 = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Policy = p, Timestep = 0 });
+                var at7 = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Policy = p, Timestep = 7 });
+                Assert.That(MaxDiff(exact, fast), Is.GreaterThan(0f), "the modes are distinguishable");
                 Assert.That(MaxDiff(at0, exact), Is.EqualTo(0f), "step 0 (edge) runs EXACT");
                 Assert.That(MaxDiff(at7, fast), Is.EqualTo(0f), "step 7 runs FAST");
             }

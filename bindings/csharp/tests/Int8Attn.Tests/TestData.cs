@@ -16,6 +16,11 @@ namespace Int8Attn.Tests
         public static readonly float[] Q = Data(B * H * N * D, 1, D, 0f);
         public static readonly float[] K = Data(B * H * N * D, 2, D, 0.5f);
         public static readonly float[] V = Data(B * H * N * D, 3, D, 0.25f);
+        // K and V with more than 128 keys, for tests of the modes' differences: on at most 128
+        // keys every mode runs EXACT. Q stays the default problem's [B, H, N, D].
+        public const int NK = 136;
+        public static readonly float[] KM = Data(B * H * NK * D, 2, D, 0.5f);
+        public static readonly float[] VM = Data(B * H * NK * D, 3, D, 0.25f);
 
         public static float[] Data(int len, ulong seed, int d, float bias)
         {
