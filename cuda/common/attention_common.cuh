@@ -41,11 +41,26 @@ __device__ __forceinline__ bool mask_keep(const AttnKernelParams& p, int b, cons
 }
 
 // Two output values as one packed pair of the output type: fp16 (saturated: a finite result
-// beyond its range is ±65504, not inf) or bf16.
+// beyond its range is ±65504, not inf) or bf16; the type known at compile time, or not.
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack_out_pair(float a, float c) {
+  if constexpr (kBf16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(a, c);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(qm::saturate_f16(a), qm::saturate_f16(c));
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
 __device__ __forceinline__ uint32_t pack_out_pair(float a, float c, bool bf16) {
-  const __nv_bfloat162 vb = __floats2bfloat162_rn(a, c);
-  const __half2 vh = __floats2half2_rn(qm::saturate_f16(a), qm::saturate_f16(c));
-  return bf16 ? *reinterpret_cast<const uint32_t*>(&vb) : *reinterpret_cast<const uint32_t*>(&vh);
+  const uint32_t vb = pack_out_pair<true>(a, c), vh = pack_out_pair<false>(a, c);
+  return bf16 ? vb : vh;
+}
+
+// A row's log-sum-exp (natural log) from its running maximum m and sum l (log2 domain, P scaled
+// by 2^kPOffset), plus the K-smoothing shift; −inf for a row that saw no key (l == 0).
+__device__ __forceinline__ float row_lse(float m, float l, float kPOffset, float shift) {
+  return l == 0.f ? -INFINITY : (m + log2f(l) - kPOffset) * 0.6931471805599453f + shift;
 }
 
 // What a CTA works on: grid x = (b, kv-head, m-tile) with m-tile fastest (the CTAs of one
@@ -97,16 +112,22 @@ __device__ __forceinline__ void key_scaled_scores(const int (&si)[8][4], const f
 // in place (times 2^kPOffset: FAST scales P by 448), the running sums rescaled, and O's
 // rescale factor per row half. A row that has seen no key yet keeps m = −inf and uses 0 as its
 // reference so no NaN appears.
+// Only the first `pairs` 16-key groups are read (a warp-uniform count: the few-keys kernel's
+// last tile, whose other keys are past the end; their scores stay as they were).
 template <bool kSkipUnitRescale = false, int DT>
 __device__ __forceinline__ void online_softmax_step(float (&s)[8][4], const float (&row_scale)[2],
                                                     float (&m_run)[2], float (&l_run)[2],
-                                                    float (&acc)[DT][4], float kPOffset) {
+                                                    float (&acc)[DT][4], float kPOffset,
+                                                    int pairs = 4) {
   float alpha[2];
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     float mx = -INFINITY;
 #pragma unroll
-    for (int n = 0; n < 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
+    for (int n = 0; n < 8; ++n) {
+      if (n >= 2 * pairs) break;
+      mx = fmaxf(mx, fmaxf(s[n][2 * rh], s[n][2 * rh + 1]));
+    }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     mx = fmaxf(m_run[rh], mx * row_scale[rh]);  // −inf stays −inf (row_scale > 0)
@@ -116,6 +137,7 @@ __device__ __forceinline__ void online_softmax_step(float (&s)[8][4], const floa
     const float add = kPOffset - ref;
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
+      if (n >= 2 * pairs) break;
       s[n][2 * rh] = dev::fast_exp2(fmaf(s[n][2 * rh], row_scale[rh], add));
       s[n][2 * rh + 1] = dev::fast_exp2(fmaf(s[n][2 * rh + 1], row_scale[rh], add));
     }
@@ -366,9 +388,7 @@ __device__ __forceinline__ void store_o_rows_staged(
     const RowInfo& r = my_rows[rh];
     if (t4 == 0) {
       sEmpty[row] = empty ? 1.f : 0.f;
-      const float lse =
-          empty ? -INFINITY
-                : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f + lse_shift[rh];
+      const float lse = row_lse(m_run[rh], l_run[rh], kPOffset, lse_shift[rh]);
       if (r.valid && split_out)
         p.part_lse[part_row(r)] = lse;
       else if (r.valid && p.lse != nullptr)
@@ -544,9 +564,7 @@ __device__ __forceinline__ void write_output_rows(const AttnKernelParams& p,
     const RowInfo& r = my_rows[rh];
     empty[rh] = l_run[rh] == 0.f;  // no visible key (a NaN row sum is not empty)
     inv_l[rh] = empty[rh] ? 0.f : 1.0f / l_run[rh];
-    lse[rh] = empty[rh]
-                  ? -INFINITY
-                  : (m_run[rh] + log2f(l_run[rh]) - kPOffset) * 0.6931471805599453f + lse_shift[rh];
+    lse[rh] = row_lse(m_run[rh], l_run[rh], kPOffset, lse_shift[rh]);
     base[rh] = split_out ? ((static_cast<int64_t>(split) * p.B + b) * p.Hq + r.h) * p.Nq + r.i
                          : b * p.o_stride[0] + r.h * p.o_stride[1] + r.i * p.o_stride[2];
     // Channel pairs (2·t4, 2·t4+1) go out as one 4-byte store when O's channels are

@@ -122,15 +122,18 @@ __device__ __forceinline__ void cp_async_tile(uint8_t* s, const uint8_t* g, int6
 
 // S = Q·Kᵀ for one warp's 16 rows x 64 keys (8 n-tiles of 8 keys): INT8 m16n8k32 into int
 // accumulators, or fp16/bf16 m16n8k16 into float ones. K comes from the swizzled smem tile.
+// Only the first `pairs` 16-key groups are computed (a warp-uniform count; the others stay 0,
+// for the caller to mask): the few-keys kernel's last tile is mostly past the keys.
 template <typename T, bool BF16, typename Acc>
 __device__ __forceinline__ void qk_tile(Acc (&acc)[8][4], const uint32_t (&qf)[T::kKSteps][4],
-                                        const uint8_t* sK, int lane) {
+                                        const uint8_t* sK, int lane, int pairs = 4) {
 #pragma unroll
   for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = Acc(0);
 #pragma unroll
   for (int kk = 0; kk < T::kKSteps; ++kk) {
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
+      if (np >= pairs) break;
       uint32_t kf[4];
       const int m = lane >> 3;
       const int key = np * 16 + (m >> 1) * 8 + (lane & 7);
@@ -148,11 +151,13 @@ __device__ __forceinline__ void qk_tile(Acc (&acc)[8][4], const uint32_t (&qf)[T
 
 // Rows this thread's scores belong to (my_rows[0]: e = 0, 1; [1]: e = 2, 3) mask the keys of
 // tile [j0, j0 + 64) they cannot see: past their range, or dropped by the block mask.
+// Only the first `pairs` 16-key groups (as qk_tile).
 __device__ __forceinline__ void mask_partial_tile(const AttnKernelParams& p, int b,
                                                   const RowInfo (&my_rows)[2], int j0, int t4,
-                                                  float (&s)[8][4]) {
+                                                  float (&s)[8][4], int pairs = 4) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < 8; ++n) {
+    if (n >= 2 * pairs) break;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const RowInfo& r = my_rows[e >> 1];
@@ -160,6 +165,7 @@ __device__ __forceinline__ void mask_partial_tile(const AttnKernelParams& p, int
       const bool vis = j < r.hi && (p.mask == nullptr || mask_keep(p, b, r, j));
       if (!vis) s[n][e] = -INFINITY;
     }
+  }
 }
 
 // FAST's O += P·V for one warp's 16 rows and a 64-key tile: P (s, already exponentiated and
@@ -219,16 +225,18 @@ __device__ __forceinline__ void pv_tile_fp8(const float (&s)[8][4], const uint8_
 
 // BALANCED's and EXACT's O += P·V (fp16, or bf16 in EXACT with bf16 inputs): P rounded to the
 // MMA's type, V rows from the swizzled stage sV; the rows' sums of the rounded P into l_run.
+// Only the first `steps` 16-key groups (a warp-uniform count; P is 0 past them).
 template <typename T>
 __device__ __forceinline__ void pv_tile_f16(const float (&s)[8][4], const uint8_t* sV,
                                             float (&acc)[T::kDTiles][4], float (&l_run)[2],
-                                            int lane, int t4) {
+                                            int lane, int t4, int steps = 4) {
   // Row sums of the rounded P the MMA sees (consistent numerator and denominator), as P
   // times a column of ones on the tensor cores like the FAST path's.
   constexpr uint32_t kOnes = T::kPvBf16 ? 0x3f803f80u : 0x3c003c00u;  // 1.0 x2
   float lt[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) {
+    if (ks >= steps) break;
     uint32_t pa[4];
     pa[0] = dev::pack2<T::kPvBf16>(s[2 * ks][0], s[2 * ks][1]);
     pa[1] = dev::pack2<T::kPvBf16>(s[2 * ks][2], s[2 * ks][3]);

@@ -37,6 +37,8 @@ class CudaBackend final : public Backend {
     dev_.cc_major = prop.major;
     dev_.cc_minor = prop.minor;
     dev_.sm_count = prop.multiProcessorCount;
+    dev_.smem_per_block = static_cast<int>(prop.sharedMemPerBlockOptin);
+    dev_.smem_per_sm = static_cast<int>(prop.sharedMemPerMultiprocessor);
     name_ = prop.name;
 #if defined(INT8ATTN_HAVE_SM90)
     if (prop.major == 9) {
@@ -72,6 +74,11 @@ class CudaBackend final : public Backend {
       return;
     }
 #endif
+    if (plan.short_keys) {
+      cuda_check(launch_attention_short_keys(plan.short_params, plan.dpad, s),
+                 "few-keys attention kernel launch");
+      return;
+    }
     if (plan.run_prep) cuda_check(launch_kv_prepare(plan.prep, s), "K/V preparation kernel launch");
     cuda_check(launch_attention(plan, dev_, s), "attention kernel launch");
     if (plan.attn.num_splits > 1) {

@@ -37,7 +37,49 @@ bool small_fits(int dpad, int D, SmallAttnParams& s) {
   return false;
 }
 
+// K or V read by the few-keys kernel's 16-byte copies: contiguous channels, 16-byte aligned rows
+// (any batch and head strides, 0 included).
+bool short_keys_operand_ok(const Operand4& x) {
+  return x.stride[3] == 1 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+         x.stride[0] % 8 == 0 && x.stride[1] % 8 == 0 && x.stride[2] % 8 == 0;
+}
+
 }  // namespace
+
+bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
+  const AttnKernelParams& a = plan.attn;
+  if (plan.mode != Mode::kExact || p.Nk > kExactMaxKeys || p.Nk < 1 || p.cache != nullptr ||
+      p.block_mask != nullptr || p.dtype == DType::kF32 || !a.q_vec || !a.o_vec ||
+      !short_keys_head_dim(plan.dpad) || !short_keys_operand_ok(p.k) || !short_keys_operand_ok(p.v))
+    return false;
+  ShortKeysParams& s = plan.short_params;
+  s.key_groups = static_cast<int>((p.Nk + 15) / 16);
+  if (short_keys_smem_bytes(plan.dpad, s.key_groups) > dev.smem_per_block) return false;
+  s.a = a;
+  s.a.set_row_pitch(a.Nq);
+  s.a.num_splits = 1;
+  s.a.k = p.k.data;
+  s.a.v = p.v.data;
+  for (int i = 0; i < 3; ++i) {
+    s.k_stride[i] = p.k.stride[i];
+    s.v_stride[i] = p.v.stride[i];
+  }
+  const int64_t rows = static_cast<int64_t>(a.G) * a.Nq;  // packed rows of a kv-head
+  s.row_tiles = static_cast<int>((rows + 15) / 16);
+  // One wave of CTAs, each head's rows split over as many CTAs as that allows (every warp with
+  // at least one tile): each CTA copies its head's K and V once, and its warps then stream
+  // tiles of Q with copies in flight.
+  const int64_t heads = static_cast<int64_t>(a.B) * a.Hkv;
+  const int64_t resident =
+      static_cast<int64_t>(short_keys_ctas_per_sm(plan.dpad, s.key_groups, dev.smem_per_sm)) *
+      dev.sm_count;
+  const int64_t by_rows = (s.row_tiles + kShortKeysWarps - 1) / kShortKeysWarps;
+  s.ctas_per_head = static_cast<int>(std::max<int64_t>(1, std::min(resident / heads, by_rows)));
+  if (heads * s.ctas_per_head > 0x7fffffff) return false;
+  plan.short_keys = true;
+  plan.workspace_bytes = 0;
+  return true;
+}
 
 bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
 #if defined(INT8ATTN_HAVE_SM90)
@@ -167,7 +209,8 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
                   : (plan.dpad > 64 ? kAttnMidBlockM : kAttnBlockM);
   a.m_tiles = static_cast<int>((rows + a.block_m - 1) / a.block_m);
 
-  if (cache_params == nullptr && plan_small(plan, p, dev)) return plan;
+  if (cache_params == nullptr && (plan_short_keys(plan, p, dev) || plan_small(plan, p, dev)))
+    return plan;
 
   if (cache_params == nullptr) {
     // Canonical K/V for this call. Stride-0 batch/head dims of K and V broadcast: quantize once.

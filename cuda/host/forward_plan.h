@@ -8,6 +8,7 @@
 #include "common/modes.h"
 #include "common/problem.h"
 #include "cuda/common/attention_params.h"
+#include "cuda/common/attention_short_keys.h"
 #include "cuda/sm90/attention_small.h"
 #include "cuda/common/prepare_kv.h"
 
@@ -17,6 +18,8 @@ struct DeviceInfo {
   int id = 0;
   int cc_major = 0, cc_minor = 0;
   int sm_count = 1;
+  int smem_per_block = 48 * 1024;  // opt-in maximum of dynamic shared memory per block
+  int smem_per_sm = 48 * 1024;
   // Thread-block clusters of n one-CTA-per-SM CTAs that fit on the device at once
   // (small_clusters[n], n <= kSmallMaxCluster; 0 when not measured): clusters live within one
   // GPC, so an H100's 132 SMs hold 15 clusters of 8 (120 CTAs), not 16.
@@ -31,6 +34,10 @@ struct ForwardPlan {
   // from the raw K/V; no preparation launches, no workspace. `attn` and `prep` are then unused.
   bool small = false;
   SmallAttnParams small_params;
+  // Few keys (EXACT, at most kExactMaxKeys): the one-launch kernel of attention_short_keys.h,
+  // from the raw K/V; no preparation, no workspace.
+  bool short_keys = false;
+  ShortKeysParams short_params;
   AttnKernelParams attn;
   KvPrepParams prep;  // unused for a cache forward
   bool run_prep = false;
@@ -48,5 +55,11 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
 // rows per kv-head and kSmallMaxKeys keys, the whole head's K/V in one CTA's shared memory, and
 // a grid of at most two waves.
 bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev);
+
+// Whether the few-keys kernel takes this call, and its parameters and grid (see
+// attention_short_keys.h): EXACT (which every call with at most kExactMaxKeys keys on fresh K/V
+// runs), fp16/bf16 with 16-byte aligned Q rows, K and V with contiguous channels and 16-byte
+// aligned rows (broadcast allowed), no block mask, the CTA's shared memory within the device's.
+bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev);
 
 }  // namespace int8attn

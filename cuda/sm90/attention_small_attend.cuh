@@ -207,9 +207,7 @@ __device__ __forceinline__ void merge_and_store(const SmallCta& cta, const AttnK
         const RowInfo& r = my_rows[rh];
         if (!r.valid) continue;
         const float lse =
-            l_tot[rh] == 0.f ? -INFINITY
-                             : (m_tot[rh] + log2f(l_tot[rh]) - Tr::kPOffset) * 0.6931471805599453f +
-                                   cta.sLse[rg * 16 + g8 + 8 * rh];
+            row_lse(m_tot[rh], l_tot[rh], Tr::kPOffset, cta.sLse[rg * 16 + g8 + 8 * rh]);
         p.lse[cta.b * p.lse_stride[0] + r.h * p.lse_stride[1] + r.i * p.lse_stride[2]] = lse;
       }
     }

@@ -83,6 +83,10 @@ void use_bf16_nhd_block_k_scales(Case& c) {
   c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
 }
 
+// The mode a case runs: with at most 128 keys (kExactMaxKeys, src/common/modes.h) every mode
+// runs EXACT, on both backends.
+int32_t runs_mode(const Case& c) { return c.Nk <= 128 ? INT8ATTN_MODE_EXACT : c.mode; }
+
 struct Outcome {
   t::Metrics vs_ref, vs_cpu;
   int64_t unwritten = 0;
@@ -264,7 +268,8 @@ class GpuAttention : public ::testing::Test {
       if (bar.min_cos > 0.0) bar.min_cos -= out_floor;
     }
     bar = {std::min(bar.max_rel_l1, level.max_rel_l1), std::max(bar.min_cos, level.min_cos)};
-    if (c.mode == INT8ATTN_MODE_EXACT)
+    const int32_t mode = runs_mode(c);
+    if (mode == INT8ATTN_MODE_EXACT)
       bar = {c.dtype == INT8ATTN_DTYPE_BF16 ? 8e-3 : 1.5e-3, 0.99999};
     SCOPED_TRACE(what + " vs float64: " + t::to_string(r.vs_ref) +
                  " | vs CPU: " + t::to_string(r.vs_cpu));
@@ -276,7 +281,7 @@ class GpuAttention : public ::testing::Test {
     // FAST rounds P to E4M3 relative to the running row max, which depends on the key order and
     // split: up to ~0.032 measured between the two backends.
     const double cpu_tol =
-        c.mode == INT8ATTN_MODE_FAST ? 0.045 : (c.mode == INT8ATTN_MODE_BALANCED ? 0.012 : 4e-3);
+        mode == INT8ATTN_MODE_FAST ? 0.045 : (mode == INT8ATTN_MODE_BALANCED ? 0.012 : 4e-3);
     EXPECT_LE(r.vs_cpu.rel_l1, cpu_tol);
   }
 
@@ -637,6 +642,53 @@ TEST_F(GpuAttention, CausalLengthsLseAndBroadcast) {
   }
 }
 
+// Calls with at most 128 keys run EXACT in every mode, on the few-keys kernel (one launch,
+// K and V in shared memory, warps streaming 16-row Q tiles): every padded head dim, GQA rows,
+// valid lengths (one batch with none), causal, LSE, broadcast K/V, the NHD layout, bf16, and
+// enough rows that each warp walks several tiles with copies in flight.
+TEST_F(GpuAttention, FewKeysRunExactOnTheFewKeysKernel) {
+  for (int32_t mode : kModes)
+    for (int64_t D : {32, 40, 64, 72, 128, 160, 192, 256})
+      for (int64_t nk : {1, 77, 128}) {
+        Case c;
+        c.mode = mode;
+        c.D = D;
+        c.B = 3;
+        c.Hq = 4;
+        c.Hkv = 2;
+        c.Nq = 300;
+        c.Nk = nk;
+        c.k_lengths = {static_cast<int32_t>(nk), static_cast<int32_t>((nk + 1) / 2), 0};
+        c.with_lse = true;
+        c.causal = D == 72;
+        c.seed = static_cast<uint64_t>(D * 7 + nk);
+        if (D == 160 || D == 40) use_bf16_nhd_block_k_scales(c);
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + " few keys");
+        // The same maths on both backends; bf16 scores differ by their summation order.
+        EXPECT_LE(r.lse_vs_cpu.max_abs, c.dtype == INT8ATTN_DTYPE_BF16 ? 4e-3 : 1e-3)
+            << name(c) << ": " << t::to_string(r.lse_vs_cpu);
+      }
+  for (int32_t mode : {INT8ATTN_MODE_FAST, INT8ATTN_MODE_EXACT}) {
+    Case c;  // text cross-attention of SDXL with CFG: 64 row tiles per warp at most
+    c.mode = mode;
+    c.B = 2;
+    c.Hq = c.Hkv = 10;
+    c.Nq = 4096;
+    c.Nk = 77;
+    c.family = t::Family::ChannelBias;
+    Outcome r;
+    run(c, r);
+    expect_bar(c, r, name(c) + " text cross-attention");
+    Case bc = c;  // one text K/V for both CFG halves
+    bc.broadcast_kv = true;
+    bc.Nq = 1000;
+    run(bc, r);
+    expect_bar(bc, r, name(bc) + " broadcast K/V");
+  }
+}
+
 TEST_F(GpuAttention, BlockMaskSkipsBlocksExactly) {
   for (int32_t mode : kModes) {
     Case c;
@@ -808,7 +860,8 @@ TEST_F(GpuAttention, SmallProblemsInOneClusterLaunch) {
     struct Shape {
       int64_t Hq, Hkv, Nq, Nk;
     };
-    for (const Shape s : {Shape{8, 2, 100, 77}, Shape{2, 2, 30, 64}, Shape{16, 2, 64, 256}}) {
+    // (More than 128 keys: fewer run EXACT, on the few-keys kernel.)
+    for (const Shape s : {Shape{8, 2, 100, 177}, Shape{2, 2, 30, 150}, Shape{16, 2, 64, 256}}) {
       Case c;  // clusters of 7 (64 rows), 1 (32 rows) and 8 (64 rows) CTAs
       c.mode = mode;
       c.Hq = s.Hq;

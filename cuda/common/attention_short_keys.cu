@@ -1,0 +1,34 @@
+// Instantiations and launch of the few-keys kernel (attention_short_keys.cuh), compiled for every
+// architecture of the build (fp16/bf16 mma.sync, cp.async and ldmatrix are sm80 and later).
+#include "cuda/common/attention_short_keys.cuh"
+
+#include "cuda/common/head_dims.h"
+
+namespace int8attn {
+
+bool short_keys_head_dim(int dpad) { return MmaHeadDims::contains(dpad); }
+
+int short_keys_smem_bytes(int dpad, int key_groups) {
+  int bytes = 0;
+  MmaHeadDims::dispatch(dpad, [&](auto d) {
+    bytes = ShortKeysTraits<d.value, false>::smem_bytes(key_groups);
+    return cudaSuccess;
+  });
+  return bytes;
+}
+
+int short_keys_ctas_per_sm(int dpad, int key_groups, int smem_per_sm) {
+  // The runtime reserves 1 KB of shared memory per block.
+  const int by_smem = smem_per_sm / (short_keys_smem_bytes(dpad, key_groups) + 1024);
+  const int by_regs = dpad <= 64 ? 4 : 2;
+  return by_smem < 1 ? 1 : (by_smem < by_regs ? by_smem : by_regs);
+}
+
+cudaError_t launch_attention_short_keys(const ShortKeysParams& p, int dpad, cudaStream_t s) {
+  return MmaHeadDims::dispatch(dpad, [&](auto d) {
+    if (p.a.dtype == DType::kBF16) return launch_short_keys_instance<d.value, true>(p, s);
+    return launch_short_keys_instance<d.value, false>(p, s);
+  });
+}
+
+}  // namespace int8attn

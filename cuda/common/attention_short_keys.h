@@ -1,0 +1,42 @@
+// The one-launch path for calls with few keys (attention_short_keys.cuh): text cross-attention
+// (77 or 120 keys against thousands of query rows) and other calls on fresh K/V with at most
+// kExactMaxKeys keys, which run EXACT in every mode (src/common/modes.h says why).
+//
+// Such a call is bound by reading Q and writing O: 4096 queries against 77 keys at head dim 64
+// do 80 multiply-adds per byte of Q and O, about the GPU's balance point for fp16 MMAs. So
+// each CTA copies its (batch, kv-head)'s K and V once from the caller's tensors into shared
+// memory, with no preparation launch and no workspace, and its warps then stream 16-row tiles
+// of Q through it, each warp's next tile in flight while it computes the current one.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "common/modes.h"
+#include "cuda/common/attention_params.h"
+
+namespace int8attn {
+
+constexpr int kShortKeysWarps = 4;
+
+struct ShortKeysParams {
+  AttnKernelParams a;  // Q, O, LSE, shape, lengths, causal, sm_scale; a.k and a.v: raw K and V
+  // Element strides of the raw K and V ([B, Hkv, Nk, D]: batch, head, token; channels are
+  // contiguous, rows 16-byte aligned; stride 0 broadcasts).
+  int64_t k_stride[3] = {0, 0, 0};
+  int64_t v_stride[3] = {0, 0, 0};
+  int key_groups = 1;     // 16-key groups of K and V in shared memory (ceil(Nk / 16))
+  int row_tiles = 0;      // 16-row tiles of one kv-head's packed rows
+  int ctas_per_head = 1;  // CTAs sharing a (batch, kv-head); grid = B·Hkv·ctas_per_head
+};
+
+// Padded head dims the kernel is compiled for; shared-memory bytes of one CTA; and how many
+// CTAs an SM holds at once (registers and shared memory), for the planner's grid.
+bool short_keys_head_dim(int dpad);
+int short_keys_smem_bytes(int dpad, int key_groups);
+int short_keys_ctas_per_sm(int dpad, int key_groups, int smem_per_sm);
+
+cudaError_t launch_attention_short_keys(const ShortKeysParams& p, int dpad, cudaStream_t s);
+
+}  // namespace int8attn
