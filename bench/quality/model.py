@@ -48,14 +48,26 @@ def sdpa_attention(q, k, v, step=None):
     return F.scaled_dot_product_attention(q, k, v)
 
 
-def int8attn_attention(mode: Optional[str] = None, policy=None) -> AttnFn:
+# The model attends over 64 tokens, and on at most 128 keys every mode runs EXACT (the library's
+# rule for fresh K/V, src/common/modes.h mode_for_keys: every row would read 100 dB and measure
+# nothing). Each int8attn call therefore gets its K and V repeated 3 times along the keys (192
+# keys): the same attention (each key's softmax weight splits into three equal parts, and every
+# 64-key block and the K mean are those of the original keys), run on the quantized paths.
+KEY_REPEATS = 3
+
+
+def int8attn_attention(mode: Optional[str] = None, policy=None,
+                       key_repeats: int = KEY_REPEATS) -> AttnFn:
     """int8attn.attention with a fixed ``mode`` ("exact", "balanced", "fast"), or with a
-    ``TimestepPolicy`` deciding the mode per sampler step (mode None). On CUDA the inputs are
-    cast to fp16, as a real fp16 pipeline would call it; on the CPU they stay fp32."""
+    ``TimestepPolicy`` deciding the mode per sampler step (mode None). K and V are repeated
+    ``key_repeats`` times along the keys (see KEY_REPEATS). On CUDA the inputs are cast to fp16,
+    as a real fp16 pipeline would call it; on the CPU they stay fp32."""
     import int8attn
 
     def attn(q, k, v, step=None):
         dt = q.dtype
+        if key_repeats > 1:
+            k, v = k.repeat(1, 1, key_repeats, 1), v.repeat(1, 1, key_repeats, 1)
         if q.is_cuda:
             q, k, v = q.half(), k.half(), v.half()
         if policy is not None:

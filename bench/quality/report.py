@@ -10,6 +10,9 @@ distance on the features of a small digit classifier (weights/classifier_digits.
 real digits and against EXACT's samples, and the classifier's accuracy on the samples (does a
 "3" look like a 3).
 
+Every int8attn row (EXACT included) gets K and V repeated model.KEY_REPEATS times along the keys:
+the model's 64 keys would otherwise run EXACT in every mode (see model.py).
+
 Writes quality.json, quality.md, grid_<sampler>.png and error_<sampler>.png to --out.
 
     python bench/quality.py --device cuda --out bench/results/<date>-<gpu>-quality
@@ -116,6 +119,7 @@ def main(argv=None) -> int:
                                  else platform.processor() or platform.machine()),
                  "torch": torch.__version__, "int8attn": lib_info["version"],
                  "int8attn_features": lib_info["features"], "cfg": args.cfg, "seed": args.seed,
+                 "key_repeats": M.KEY_REPEATS,
                  "n_img": n_img, "n_fid": n_fid, "samplers": {}, "fid": {}}
     t_start = time.time()
 
@@ -184,7 +188,8 @@ def markdown(res: Dict) -> str:
         f"# int8attn image quality ({res['device_name']}, {res['device']}, torch {res['torch']}, "
         f"int8attn {res['int8attn']})", "",
         f"`{res['command']}`; CFG {res['cfg']}, seed {res['seed']}, {res['n_img']} images per "
-        f"sampler for PSNR/SSIM (vs EXACT, same noise), {res['n_fid']} per row for the FID.", "",
+        f"sampler for PSNR/SSIM (vs EXACT, same noise), {res['n_fid']} per row for the FID; "
+        f"int8attn rows with K/V repeated {res.get('key_repeats', 1)}x along the keys.", "",
         "| sampler | row | PSNR mean (min) dB | SSIM mean (min) | final-step latent RMS |",
         "|---|---|---|---|---|"]
     for key, rows in res["samplers"].items():
