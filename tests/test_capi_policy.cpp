@@ -202,8 +202,7 @@ TEST(Policy, CreateErrors) {
 class PolicyForward : public capi::AttentionTest {
  protected:
   // The output bytes of one forward call with this mode, policy and step.
-  std::vector<uint8_t> run(int32_t mode, const int8attn_policy_t* pol = nullptr,
-                           int32_t step = 0) {
+  std::vector<uint8_t> run(int32_t mode, const int8attn_policy_t* pol = nullptr, int32_t step = 0) {
     capi::Buffer out(ob.bytes);
     int8attn_tensor_t ot = o;
     ot.data = out.base;

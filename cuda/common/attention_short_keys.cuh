@@ -67,10 +67,8 @@ __device__ __forceinline__ void short_keys_load_kv(const ShortKeysParams& P, int
                                                    uint8_t* sK, uint8_t* sV, int tid) {
   const AttnKernelParams& p = P.a;
   constexpr int C = T::kChunks, kThreads = kShortKeysWarps * 32;
-  const uint16_t* k16 =
-      static_cast<const uint16_t*>(p.k) + b * P.k_stride[0] + hkv * P.k_stride[1];
-  const uint16_t* v16 =
-      static_cast<const uint16_t*>(p.v) + b * P.v_stride[0] + hkv * P.v_stride[1];
+  const uint16_t* k16 = static_cast<const uint16_t*>(p.k) + b * P.k_stride[0] + hkv * P.k_stride[1];
+  const uint16_t* v16 = static_cast<const uint16_t*>(p.v) + b * P.v_stride[0] + hkv * P.v_stride[1];
   const int rows = P.key_groups * 16;
   auto copy = [&](int j, int c, const uint16_t* kp, const uint16_t* vp) {
     const bool ok = j < L && c * 8 < p.D;
@@ -99,8 +97,8 @@ __device__ __forceinline__ void short_keys_load_kv(const ShortKeysParams& P, int
 // are in registers), then whole rows out with 16-byte stores (contiguous, 16-byte aligned O:
 // AttnKernelParams::o_vec).
 template <class T>
-__device__ __forceinline__ void short_keys_store_o(const AttnKernelParams& p, int b, int hkv,
-                                                   int L, int tile, const float (&acc)[T::A::kDTiles][4],
+__device__ __forceinline__ void short_keys_store_o(const AttnKernelParams& p, int b, int hkv, int L,
+                                                   int tile, const float (&acc)[T::A::kDTiles][4],
                                                    const float (&m_run)[2], const float (&l_run)[2],
                                                    const RowInfo (&my_rows)[2], uint8_t* sQt,
                                                    int lane) {
@@ -233,8 +231,7 @@ cudaError_t launch_short_keys_instance(const ShortKeysParams& P, cudaStream_t st
   using T = ShortKeysTraits<DPAD, BF16>;
   auto kernel = attention_short_keys_kernel<DPAD, BF16>;
   const int smem = T::smem_bytes(P.key_groups);
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(P.a.B) * P.a.Hkv * P.ctas_per_head);
   return launch_kernel(kernel, grid, dim3(kShortKeysWarps * 32), smem, stream, false, P);
