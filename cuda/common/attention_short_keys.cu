@@ -18,9 +18,14 @@ int short_keys_smem_bytes(int dpad, int key_groups) {
 }
 
 int short_keys_ctas_per_sm(int dpad, int key_groups, int smem_per_sm) {
-  // The runtime reserves 1 KB of shared memory per block.
-  const int by_smem = smem_per_sm / (short_keys_smem_bytes(dpad, key_groups) + 1024);
-  const int by_regs = dpad <= 64 ? 4 : 2;
+  int by_smem = 1, by_regs = 1;
+  MmaHeadDims::dispatch(dpad, [&](auto d) {
+    using T = ShortKeysTraits<d.value, false>;
+    // The runtime reserves 1 KB of shared memory per block.
+    by_smem = smem_per_sm / (T::smem_bytes(key_groups) + 1024);
+    by_regs = T::kMinBlocks;  // the kernel's launch bounds
+    return cudaSuccess;
+  });
   return by_smem < 1 ? 1 : (by_smem < by_regs ? by_smem : by_regs);
 }
 

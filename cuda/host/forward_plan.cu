@@ -16,14 +16,18 @@ namespace {
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// K or V read by the small kernel's 16-byte copies: unit channel stride, 16-byte aligned rows,
-// and a distinct head per (batch, kv-head) (a stride-0 broadcast shares one head's statistics
-// across batches on the CPU backend, which one cluster per batch cannot reproduce).
+// K or V whose rows 16-byte copies can read: contiguous channels, 16-byte aligned rows (fp16/bf16
+// elements; any batch and head strides, 0 included).
+bool kv_rows_16b(const Operand4& x) {
+  return x.stride[3] == 1 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+         x.stride[0] % 8 == 0 && x.stride[1] % 8 == 0 && x.stride[2] % 8 == 0;
+}
+
+// K or V read by the small kernel: 16-byte rows and a distinct head per (batch, kv-head) (a
+// stride-0 broadcast shares one head's statistics across batches on the CPU backend, which one
+// cluster per batch cannot reproduce).
 bool small_kv_operand_ok(const Operand4& x, const AttnProblem& p) {
-  if (x.stride[3] != 1 || reinterpret_cast<uintptr_t>(x.data) % 16 != 0) return false;
-  for (int i = 0; i < 3; ++i)
-    if (x.stride[i] % 8 != 0) return false;
-  return !(p.B > 1 && x.stride[0] == 0) && !(p.Hkv > 1 && x.stride[1] == 0);
+  return kv_rows_16b(x) && !(p.B > 1 && x.stride[0] == 0) && !(p.Hkv > 1 && x.stride[1] == 0);
 }
 
 // Whether the small kernel's shared memory fits, choosing the statistics exchange: by bulk
@@ -37,27 +41,18 @@ bool small_fits(int dpad, int D, SmallAttnParams& s) {
   return false;
 }
 
-// K or V read by the few-keys kernel's 16-byte copies: contiguous channels, 16-byte aligned rows
-// (any batch and head strides, 0 included).
-bool short_keys_operand_ok(const Operand4& x) {
-  return x.stride[3] == 1 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-         x.stride[0] % 8 == 0 && x.stride[1] % 8 == 0 && x.stride[2] % 8 == 0;
-}
-
 }  // namespace
 
 bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
   const AttnKernelParams& a = plan.attn;
   if (plan.mode != Mode::kExact || p.Nk > kExactMaxKeys || p.Nk < 1 || p.cache != nullptr ||
       p.block_mask != nullptr || p.dtype == DType::kF32 || !a.q_vec || !a.o_vec ||
-      !short_keys_head_dim(plan.dpad) || !short_keys_operand_ok(p.k) || !short_keys_operand_ok(p.v))
+      !short_keys_head_dim(plan.dpad) || !kv_rows_16b(p.k) || !kv_rows_16b(p.v))
     return false;
   ShortKeysParams& s = plan.short_params;
   s.key_groups = static_cast<int>((p.Nk + 15) / 16);
   if (short_keys_smem_bytes(plan.dpad, s.key_groups) > dev.smem_per_block) return false;
-  s.a = a;
-  s.a.set_row_pitch(a.Nq);
-  s.a.num_splits = 1;
+  s.a = a;  // EXACT: row pitch Nq, one split
   s.a.k = p.k.data;
   s.a.v = p.v.data;
   for (int i = 0; i < 3; ++i) {
