@@ -26,9 +26,10 @@ struct ShortKeysParams {
   // contiguous, rows 16-byte aligned; stride 0 broadcasts).
   int64_t k_stride[3] = {0, 0, 0};
   int64_t v_stride[3] = {0, 0, 0};
-  int key_groups = 1;     // 16-key groups of K and V in shared memory (ceil(Nk / 16))
-  int row_tiles = 0;      // 16-row tiles of one kv-head's packed rows
+  int key_groups = 1;     // 16-key groups of K and V in shared memory (at least ceil(Nk / 16))
+  int row_tiles = 0;      // tiles of one kv-head's packed rows (16 rows; 64 with `wgmma`)
   int ctas_per_head = 1;  // CTAs sharing a (batch, kv-head); grid = B·Hkv·ctas_per_head
+  bool wgmma = false;     // Hopper: the warpgroup-MMA kernel (sm90/attention_short_keys_wgmma.h)
 };
 
 // Padded head dims the kernel is compiled for; shared-memory bytes of one CTA; and how many

@@ -75,6 +75,13 @@ class CudaBackend final : public Backend {
     }
 #endif
     if (plan.short_keys) {
+#if defined(INT8ATTN_HAVE_SM90)
+      if (plan.short_params.wgmma) {
+        cuda_check(launch_attention_short_keys_wgmma(plan.short_params, plan.dpad, s),
+                   "few-keys attention kernel launch");
+        return;
+      }
+#endif
       cuda_check(launch_attention_short_keys(plan.short_params, plan.dpad, s),
                  "few-keys attention kernel launch");
       return;

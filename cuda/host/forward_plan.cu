@@ -51,7 +51,24 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
     return false;
   ShortKeysParams& s = plan.short_params;
   s.key_groups = static_cast<int>((p.Nk + 15) / 16);
-  if (short_keys_smem_bytes(plan.dpad, s.key_groups) > dev.smem_per_block) return false;
+  // Hopper: the warpgroup-MMA kernel where it is compiled for the head dim, with the key groups
+  // rounded up to a compiled count; else the warp-MMA one.
+  int tile_rows = 16, cta_tiles = kShortKeysWarps, ctas_per_sm = 0;
+#if defined(INT8ATTN_HAVE_SM90)
+  const int wg_groups = short_keys_wgmma_groups(s.key_groups);
+  if (dev.cc_major == 9 && short_keys_wgmma_head_dim(plan.dpad) && wg_groups > 0 &&
+      short_keys_wgmma_smem_bytes(plan.dpad, wg_groups) <= dev.smem_per_block) {
+    s.wgmma = true;
+    s.key_groups = wg_groups;
+    tile_rows = kShortKeysWgmmaRows;
+    cta_tiles = 1;
+    ctas_per_sm = short_keys_wgmma_ctas_per_sm(plan.dpad, wg_groups, dev.smem_per_sm);
+  }
+#endif
+  if (!s.wgmma) {
+    if (short_keys_smem_bytes(plan.dpad, s.key_groups) > dev.smem_per_block) return false;
+    ctas_per_sm = short_keys_ctas_per_sm(plan.dpad, s.key_groups, dev.smem_per_sm);
+  }
   s.a = a;  // EXACT: row pitch Nq, one split
   s.a.k = p.k.data;
   s.a.v = p.v.data;
@@ -60,15 +77,13 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
     s.v_stride[i] = p.v.stride[i];
   }
   const int64_t rows = static_cast<int64_t>(a.G) * a.Nq;  // packed rows of a kv-head
-  s.row_tiles = static_cast<int>((rows + 15) / 16);
-  // One wave of CTAs, each head's rows split over as many CTAs as that allows (every warp with
-  // at least one tile): each CTA copies its head's K and V once, and its warps then stream
-  // tiles of Q with copies in flight.
+  s.row_tiles = static_cast<int>((rows + tile_rows - 1) / tile_rows);
+  // One wave of CTAs, each head's rows split over as many CTAs as that allows (every warp, or
+  // warpgroup, with at least one tile): each CTA copies its head's K and V once, and then
+  // streams tiles of Q with copies in flight.
   const int64_t heads = static_cast<int64_t>(a.B) * a.Hkv;
-  const int64_t resident =
-      static_cast<int64_t>(short_keys_ctas_per_sm(plan.dpad, s.key_groups, dev.smem_per_sm)) *
-      dev.sm_count;
-  const int64_t by_rows = (s.row_tiles + kShortKeysWarps - 1) / kShortKeysWarps;
+  const int64_t resident = static_cast<int64_t>(ctas_per_sm) * dev.sm_count;
+  const int64_t by_rows = (s.row_tiles + cta_tiles - 1) / cta_tiles;
   s.ctas_per_head = static_cast<int>(std::max<int64_t>(1, std::min(resident / heads, by_rows)));
   if (heads * s.ctas_per_head > 0x7fffffff) return false;
   plan.short_keys = true;

@@ -9,6 +9,7 @@
 #include "common/problem.h"
 #include "cuda/common/attention_params.h"
 #include "cuda/common/attention_short_keys.h"
+#include "cuda/sm90/attention_short_keys_wgmma.h"
 #include "cuda/sm90/attention_small.h"
 #include "cuda/common/prepare_kv.h"
 

@@ -643,9 +643,11 @@ TEST_F(GpuAttention, CausalLengthsLseAndBroadcast) {
 }
 
 // Calls with at most 128 keys run EXACT in every mode, on the few-keys kernel (one launch,
-// K and V in shared memory, warps streaming 16-row Q tiles): every padded head dim, GQA rows,
-// valid lengths (one batch with none), causal, LSE, broadcast K/V, the NHD layout, bf16, and
-// enough rows that each warp walks several tiles with copies in flight.
+// K and V in shared memory, Q tiles streamed through them; on Hopper its wgmma version for
+// padded head dims 64-192, the warp-MMA one for 32 and 256): every padded head dim, 1, 77
+// and 128 keys (2, 5 and 8 compiled key groups), GQA rows, valid lengths (one batch with
+// none), causal, LSE, broadcast K/V, the NHD layout, bf16, and enough rows that each CTA
+// walks several tiles with copies in flight.
 TEST_F(GpuAttention, FewKeysRunExactOnTheFewKeysKernel) {
   for (int32_t mode : kModes)
     for (int64_t D : {32, 40, 64, 72, 128, 160, 192, 256})

@@ -16,7 +16,10 @@ HEADER = """\
 //   wgmma_s8_ss<N>   S(int32)  = Q(int8, smem desc) . K^T(int8, smem desc), k = 32
 //   wgmma_e4m3_rs<N> O(fp32)  += P(E4M3, registers)  . V(E4M3, smem desc, K-major), k = 32
 //   wgmma_f16_rs<N>  O(fp32)  += P(fp16, registers)  . V(fp16, smem desc, N-major), k = 16
+//   wgmma_bf16_rs<N> the same in bf16 (the few-keys kernel's P·V with bf16 inputs)
 // (N = head dim + 8, FAST's P·V with V^T's row of ones, has only the E4M3 one.)
+//   wgmma_f16_ss<N>  S(fp32)  (+)= Q(fp16, smem desc) . K^T(fp16, smem desc), both K-major, k = 16
+//   wgmma_bf16_ss<N> the same in bf16 (both: the few-keys kernel's Q·Kᵀ, N = its keys)
 // kAcc = false overwrites the accumulators (scale-d = 0). scale-d is an immediate, not a
 // predicate computed next to the MMA: ptxas serialises wgmmas whose inputs are defined by
 // other instructions inside an MMA section. Accumulator layout: register
@@ -42,51 +45,77 @@ def regs(first, count):
     return "{" + ", ".join(f"%{i}" for i in range(first, first + count)) + "}"
 
 
-def body(n, fp8_only=False):
-    nacc = n // 2
-    out = [f"template <> struct WgmmaOps<{n}> {{"]
-    d = regs(0, nacc)
-    # int8 x int8 -> int32, both operands from shared memory (N a multiple of 16 above 32).
+def op_s8_ss(n, nacc):
+    """int8 x int8 -> int32, both operands from shared memory (N a multiple of 16 above 32)."""
     acc = ", ".join(f'"+r"(d[{i}])' for i in range(nacc))
-    if not fp8_only:
-        out.append(f"""  template <bool kAcc>
+    return f"""  template <bool kAcc>
   __device__ __forceinline__ static void s8_ss(int (&d)[{nacc}], uint64_t da, uint64_t db) {{
     asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 {d}, %{nacc}, %{nacc + 1}, %{nacc + 2};\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8 {regs(0, nacc)}, %{nacc}, %{nacc + 1}, %{nacc + 2};\\n"
         : {acc}
         : "l"(da), "l"(db), "n"(kAcc ? 1 : 0));
-  }}""")
+  }}"""
+
+
+def op_rs(n, nacc, name, types, k, trans_b):
+    """A from registers, B from shared memory (16-bit types: trans-b 1 = N-major)."""
     acc = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
-    a = regs(nacc, 4)
-    out.append(f"""  template <bool kAcc>
-  __device__ __forceinline__ static void e4m3_rs(float (&d)[{nacc}], const uint32_t (&a)[4],
-                                                 uint64_t db) {{
+    pad = " " * (len(name) - 4)
+    tail = ", 1, 1, 1" if trans_b else ", 1, 1"
+    return f"""  template <bool kAcc>
+  __device__ __forceinline__ static void {name}(float (&d)[{nacc}], const uint32_t (&a)[4],
+                                                {pad}uint64_t db) {{
     asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {d}, {a}, %{nacc + 4}, %{nacc + 5}, 1, 1;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{types} {regs(0, nacc)}, {regs(nacc, 4)}, %{nacc + 4}, %{nacc + 5}{tail};\\n"
         : {acc}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kAcc ? 1 : 0));
-  }}""")
-    if fp8_only:
-        out.append("};")
-        return "\n".join(out) + "\n"
-    out.append(f"""  template <bool kAcc>
-  __device__ __forceinline__ static void f16_rs(float (&d)[{nacc}], const uint32_t (&a)[4],
-                                                uint64_t db) {{
+  }}"""
+
+
+def op_ss16(n, nacc, name, ty):
+    """16-bit A and B from shared memory, both K-major (no transposes)."""
+    acc = ", ".join(f'"+f"(d[{i}])' for i in range(nacc))
+    return f"""  template <bool kAcc>
+  __device__ __forceinline__ static void {name}(float (&d)[{nacc}], uint64_t da, uint64_t db) {{
     asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {d}, {a}, %{nacc + 4}, %{nacc + 5}, 1, 1, 1;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {regs(0, nacc)}, %{nacc}, %{nacc + 1}, %{nacc + 2}, 1, 1, 0, 0;\\n"
         : {acc}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kAcc ? 1 : 0));
-  }}""")
+        : "l"(da), "l"(db), "n"(kAcc ? 1 : 0));
+  }}"""
+
+
+def body(n, families):
+    nacc = n // 2
+    out = [f"template <> struct WgmmaOps<{n}> {{"]
+    if "s8_ss" in families:
+        out.append(op_s8_ss(n, nacc))
+    if "e4m3_rs" in families:
+        out.append(op_rs(n, nacc, "e4m3_rs", "e4m3.e4m3", 32, False))
+    if "h16_rs" in families:
+        out.append(op_rs(n, nacc, "f16_rs", "f16.f16", 16, True))
+        out.append(op_rs(n, nacc, "bf16_rs", "bf16.bf16", 16, True))
+    if "h16_ss" in families:
+        out.append(op_ss16(n, nacc, "f16_ss", "f16"))
+        out.append(op_ss16(n, nacc, "bf16_ss", "bf16"))
     out.append("};")
     return "\n".join(out) + "\n"
 
 
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
-    # FAST's P·V also runs at N = head dim + 8: the extra 8 columns carry V^T's row of ones,
-    # which sums P on the tensor cores (attention_wgmma_kernel.cuh).
-    sizes = [(n, False) for n in (64, 96, 128, 160, 192)] + [(n + 8, True) for n in (64, 96, 128, 160, 192)]
-    text = HEADER + "\n" + "\n".join(body(n, f) for n, f in sorted(sizes)) + FOOTER
+    # The attention kernel: Q·Kᵀ (s8) and P·V (E4M3, fp16) at the head dims; FAST's P·V also at
+    # N = head dim + 8, whose extra 8 columns carry V^T's row of ones, which sums P on the
+    # tensor cores (attention_wgmma_kernel.cuh). The few-keys kernel: Q·Kᵀ (16-bit ss) at N =
+    # its compiled key counts, P·V (16-bit rs) at the head dims.
+    heads = (64, 96, 128, 160, 192)
+    keys = (32, 64, 80, 96, 128)
+    families = {}
+    for n in heads:
+        families.setdefault(n, set()).update({"s8_ss", "e4m3_rs", "h16_rs"})
+        families.setdefault(n + 8, set()).add("e4m3_rs")
+    for n in keys:
+        families.setdefault(n, set()).add("h16_ss")
+    text = HEADER + "\n" + "\n".join(body(n, families[n]) for n in sorted(families)) + FOOTER
     target = root / "cuda/sm90/wgmma_ops.cuh"
     if "--check" in sys.argv[1:]:
         if target.read_text() != text:
