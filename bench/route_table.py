@@ -177,7 +177,8 @@ def table_json(rows, dims, meta) -> dict:
     shapes = [{"model": r["model"], "batch_heads": r["batch_heads"], "head_dim": r["head_dim"],
                "nq": r["nq"], "nk": r["nk"],
                "ratio": {m: round(x, 3) for m, x in r["ratio"].items()
-                         if m in MODES and x is not None}}
+                         if m in MODES and x is not None},
+               "sdpa_ms": round(r["ms"]["cudnn"], 4)}
               for r in rows if r.get("model")]
     rows = [r for r in rows if not r.get("model")]
     nq = sorted({r["nq"] for r in rows})
@@ -207,6 +208,12 @@ def table_json(rows, dims, meta) -> dict:
                 out[i] = level(i, out[base])
         return out
 
+    def sdpa_ms(d, offset):  # cuDNN's times at the first level (the processors' host margin)
+        def t(a, b):
+            r = at.get((BATCH * HEADS[0], d, a, b, offset))
+            return round(r["ms"]["cudnn"], 4) if r and r["ms"].get("cudnn") else None
+        return [[t(a, b) for b in nk] for a in nq]
+
     ratio, ratio_unaligned = {}, {}
     for mode in MODES:
         ratio[mode], ratio_unaligned[mode] = {}, {}
@@ -217,13 +224,17 @@ def table_json(rows, dims, meta) -> dict:
             "measured": meta["date"], "torch": meta["torch"], "cudnn": meta["cudnn"],
             "batch_heads": levels, "head_dims": list(dims), "nq": nq, "nk": nk,
             "ratio": ratio, "ratio_unaligned": ratio_unaligned, "unaligned_offset": UNALIGNED,
+            "sdpa_ms_batch_heads": BATCH * HEADS[0],
+            "sdpa_ms": {str(d): sdpa_ms(d, 0) for d in dims},
+            "sdpa_ms_unaligned": {str(d): sdpa_ms(d, UNALIGNED) for d in dims},
             "shapes": shapes,
             "note": "SDPA-cuDNN time / int8attn end-to-end time, fp16, batch "
                     f"{BATCH} x query heads per level; ratio_unaligned: at lengths + "
                     f"{UNALIGNED}, for calls whose lengths are not multiples of 128; cells not "
                     "measured take the aligned table's ratio, else the first level's; shapes: "
                     "cells at models' exact shapes (batch x heads, head dim, Nq, Nk), read "
-                    "before the grid; made by bench/route_table.py"}
+                    "before the grid; sdpa_ms: cuDNN's ms at the first level (the processors' "
+                    "host margin); made by bench/route_table.py"}
 
 
 def markdown(rows, meta) -> str:

@@ -8,6 +8,7 @@ with their processors swapped, eager and under ``torch.compile``.
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import numpy as np
@@ -246,6 +247,46 @@ def test_route_table_exact_model_shapes(monkeypatch):
     assert shapes[("sd15 4096-token self", "fast")]["ratio"] == 0.97
     with pytest.raises(ValueError, match="shape cell"):
         _routing.RouteTable(dict(data, shapes=[{"model": "x", "head_dim": 64, "ratio": {}}]))
+
+
+def test_processor_signature_is_precomputed():
+    """diffusers reads inspect.signature(processor.__call__) on every attention call; the
+    processor's is precomputed (a lookup), and names the arguments diffusers filters by."""
+    proc = int8attn.Int8AttnProcessor(mode="fast")
+    assert hasattr(type(proc).__call__, "__signature__")
+    params = list(inspect.signature(proc.__call__).parameters)
+    assert params[:5] == ["attn", "hidden_states", "encoder_hidden_states", "attention_mask",
+                          "temb"]
+
+
+def test_calls_that_save_less_than_the_host_margin_go_to_sdpa(monkeypatch):
+    """int8attn takes a call only where it saves at least HOST_MARGIN_US of GPU time: cuDNN's
+    time from the exact model cell, else the nearest grid point scaled by the call's work."""
+    margin = _routing.HOST_MARGIN_US
+    assert not _routing.routes_to_sdpa(1.5, None)               # no times: the ratio decides
+    assert _routing.routes_to_sdpa(0.9, None)
+    assert _routing.routes_to_sdpa(1.5, 3 * margin / 1e3 * 0.9)  # saves 0.9 x margin
+    assert not _routing.routes_to_sdpa(1.5, 3 * margin / 1e3 * 1.1)
+    data = {"device": "test GPU", "capability": [9, 0], "head_dims": [64],
+            "batch_heads": [24], "nq": [4096], "nk": [77, 4096],
+            "ratio": {"fast": {"64": [[[1.3, 1.2]]]}},
+            "sdpa_ms_batch_heads": 24, "sdpa_ms": {"64": [[0.015, 0.2]]},
+            "shapes": [{"model": "text", "batch_heads": 20, "head_dim": 64, "nq": 4096,
+                        "nk": 77, "ratio": {"fast": 1.22}, "sdpa_ms": 0.0152}]}
+    t = _routing.RouteTable(data)
+    assert t.sdpa_ms_for(64, 4096, 77, 20) == 0.0152            # the exact cell
+    assert t.sdpa_ms_for(64, 4096, 4096, 48) == pytest.approx(0.4)  # twice the point's work
+    assert t.sdpa_ms_for(40, 4096, 4096, 24) == pytest.approx(0.2 * 40 / 64)
+    monkeypatch.setattr(_routing, "_tables", {(9, 0): t})
+    monkeypatch.setattr(_routing, "_capability", {0: (9, 0)})
+    monkeypatch.setattr(_routing, "_decisions", {})
+    assert _routing.prefer_sdpa(0, 3, 64, 4096, 77, 20)        # 1.22x, 2.7 us saved
+    assert _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 24)      # 1.2x, 33 us saved
+    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 96)  # 1.2x, 133 us saved
+    shapes = _routing.describe()[0]["shapes"]
+    assert shapes[0]["sdpa_ms"] == 0.0152 and shapes[0]["routed_to_sdpa"]
+    assert _routing.describe()[0]["routed_to_sdpa"]["fast"][64][24] == [(4096, 77),
+                                                                        (4096, 4096)]
 
 
 def test_prefer_sdpa_uses_the_device_table(monkeypatch):

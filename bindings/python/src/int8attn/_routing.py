@@ -13,6 +13,12 @@ cuDNN's speed moves with how its tiles fill the GPU (Flux at 1024 px, 4608 token
 differently from the grid's 4096), hence the exact cells; and cuDNN runs lengths that are not
 multiples of 128 slower, so such calls read a second grid measured at unaligned lengths.
 
+A call also goes to SDPA where int8attn is faster but saves less GPU time than
+:data:`HOST_MARGIN_US`: a call through int8attn's processors costs more host time than the stock
+processor's, and a UNet's eager step is host-bound (SDXL: 140 attention calls), so a call that
+saves a few microseconds of GPU time makes such a step slower. The tables hold cuDNN's time
+per cell (``sdpa_ms``) for that; a table without them routes by the ratio alone.
+
 Tables live in ``routing/*.json`` inside the package, one per GPU compute capability; a GPU
 without a table (and every CPU call) always takes int8attn, since there is nothing measured to
 decide with. The decisions are cached per shape, so a call pays one dict lookup.
@@ -28,6 +34,25 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 _TABLE_DIR = Path(__file__).resolve().parent / "routing"
 _MODE_NAMES = {1: "exact", 2: "balanced", 3: "fast"}
 
+#: GPU time (µs) a call must save for int8attn to take it. UNet steps are host-bound (SDXL's
+#: eager step on an H100 host: ~100 ms for ~55 ms of GPU work), so there a call's host time
+#: decides, and an int8attn call's host time is SDPA's plus up to tens of µs on slow hosts.
+#: With SDXL's 70 text calls a step in int8attn (12.5 against 15.3 µs on the GPU) its eager
+#: step measured 3.4% slower than stock (``bench/results/2026-11-27-h100-few-keys-wgmma/``); a
+#: call saving less than this buys nothing a user can see, and risks a slower step.
+HOST_MARGIN_US = 60.0
+
+
+def routes_to_sdpa(ratio: Optional[float], sdpa_ms: Optional[float]) -> bool:
+    """The routing rule for one call: SDPA where int8attn is measured slower (``ratio`` = SDPA
+    time / int8attn time below 1) or saves less than :data:`HOST_MARGIN_US` of GPU time
+    (estimated from SDPA's time, ``sdpa_ms``, where known)."""
+    if ratio is None:
+        return False
+    if ratio < 1.0:
+        return True
+    return sdpa_ms is not None and sdpa_ms * 1e3 * (1.0 - 1.0 / ratio) < HOST_MARGIN_US
+
 
 class RouteTable:
     """One measured table: ``ratio[mode][head_dim][level][i_nq][i_nk]`` = SDPA time / int8attn
@@ -38,8 +63,11 @@ class RouteTable:
     batch 2 × 24 heads) run faster in int8attn where SDXL's 20 do not.
 
     Beside the grid, ``shapes`` holds cells measured at the exact shapes of common models'
-    attention layers (``{"model", "head_dim", "nq", "nk", "batch_heads", "ratio": {mode: x}}``);
-    a call of exactly such a shape reads that cell first.
+    attention layers (``{"model", "head_dim", "nq", "nk", "batch_heads", "ratio": {mode: x},
+    "sdpa_ms"}``); a call of exactly such a shape reads that cell first.
+
+    ``sdpa_ms[head_dim][i_nq][i_nk]`` (and ``sdpa_ms_unaligned``): cuDNN's time at the grid's
+    points for ``sdpa_ms_batch_heads`` heads, which :meth:`sdpa_ms_for` scales to a call.
 
     Attributes:
         device: The GPU the table was measured on.
@@ -66,13 +94,22 @@ class RouteTable:
             for mode, per_d in data.get("ratio_unaligned", data["ratio"]).items()}
         # what the unaligned grid's lengths were measured at: the grid's + this
         self.unaligned_offset = int(data.get("unaligned_offset", 0))
+        # cuDNN's times: per head dim, [nq][nk] at sdpa_ms_batch_heads heads (optional)
+        self.sdpa_ms: Dict[int, List[List[Optional[float]]]] = {
+            int(d): rows for d, rows in data.get("sdpa_ms", {}).items()}
+        self.sdpa_ms_unaligned: Dict[int, List[List[Optional[float]]]] = {
+            int(d): rows for d, rows in data.get("sdpa_ms_unaligned", {}).items()}
+        self.sdpa_ms_batch_heads = int(data.get("sdpa_ms_batch_heads", 0))
         self.shapes: Dict[Tuple[str, int, int, int, int], Tuple[float, str]] = {}
+        self.shape_sdpa_ms: Dict[Tuple[int, int, int, int], float] = {}
         for cell in data.get("shapes", []):
             try:
                 dims = tuple(int(cell[k]) for k in ("head_dim", "nq", "nk", "batch_heads"))
                 for mode, r in cell["ratio"].items():
                     if r is not None:
                         self.shapes[(str(mode), *dims)] = (float(r), str(cell.get("model", "")))
+                if cell.get("sdpa_ms") is not None:
+                    self.shape_sdpa_ms[dims] = float(cell["sdpa_ms"])
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise ValueError(f"routing table {self.device}: shape cell {cell!r} is not "
                                  "{head_dim, nq, nk, batch_heads, ratio: {mode: x}}") from exc
@@ -122,6 +159,33 @@ class RouteTable:
                 return float(r)
         return None
 
+    def sdpa_ms_for(self, head_dim: int, nq: int, nk: int, batch_heads: int) -> Optional[float]:
+        """cuDNN's time for this call (None where the table has none): the exact model-shape
+        cell's, else the nearest grid point's (as :meth:`ratio_for` finds it) scaled by the
+        call's work (batch × heads × Nq × Nk × head dim) over the point's."""
+        exact = self.shape_sdpa_ms.get((head_dim, nq, nk, batch_heads))
+        if exact is not None:
+            return exact
+        aligned = nq % 128 == 0 and nk % 128 == 0
+        grid, offset = ((self.sdpa_ms, 0) if aligned or not self.sdpa_ms_unaligned
+                        else (self.sdpa_ms_unaligned, self.unaligned_offset))
+        if not grid or self.sdpa_ms_batch_heads <= 0:
+            return None
+        d = next((h for h in self.head_dims if h >= head_dim), self.head_dims[-1])
+        rows = grid.get(d)
+        if rows is None:
+            return None
+        iq = self._nearest(self.nq, nq)
+        order = sorted(range(len(self.nk)), key=lambda i: abs(math.log(self.nk[i]) -
+                                                               math.log(max(nk, 1))))
+        for ik in order:
+            t = rows[iq][ik]
+            if t is not None:
+                work = (batch_heads * nq * nk * head_dim) / (
+                    self.sdpa_ms_batch_heads * (self.nq[iq] + offset) * (self.nk[ik] + offset) * d)
+                return float(t) * work
+        return None
+
 
 _tables: Optional[Dict[Tuple[int, int], RouteTable]] = None
 _decisions: Dict[Tuple[Any, ...], bool] = {}
@@ -157,9 +221,9 @@ def _device_capability(device_index: int) -> Tuple[int, int]:
 
 def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
                 batch_heads: int) -> bool:
-    """True when SDPA is measured faster than int8attn for this CUDA call of ``batch_heads``
-    (batch × query heads) heads (``device_index`` is the tensor's CUDA device; CPU calls (-1)
-    always take int8attn)."""
+    """True when SDPA should take this CUDA call of ``batch_heads`` (batch × query heads) heads
+    (:func:`routes_to_sdpa`: measured faster, or int8attn's gain below the host margin);
+    ``device_index`` is the tensor's CUDA device; CPU calls (-1) always take int8attn."""
     key = (device_index, mode, head_dim, nq, nk, batch_heads)
     hit = _decisions.get(key)
     if hit is not None:
@@ -169,7 +233,8 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
         table = table_for(_device_capability(device_index))
         if table is not None:
             r = table.ratio_for(mode, head_dim, nq, nk, batch_heads)
-            decision = r is not None and r < 1.0
+            decision = routes_to_sdpa(r, table.sdpa_ms_for(head_dim, nq, nk, batch_heads)
+                                      if r is not None and r >= 1.0 else None)
     _decisions[key] = decision
     return decision
 
@@ -182,18 +247,27 @@ def describe() -> List[Dict[str, Any]]:
     ratio and whether it goes to SDPA."""
     def routed(t: RouteTable, table: Dict[str, Dict[int, List[List[List[Optional[float]]]]]],
                offset: int) -> Dict[str, Dict[int, Dict[int, List[Tuple[int, int]]]]]:
+        def to_sdpa(r: Optional[float], d: int, bh: int, nq: int, nk: int) -> bool:
+            return r is not None and routes_to_sdpa(r, t.sdpa_ms_for(d, nq, nk, bh))
+
         return {mode: {d: {bh: [(t.nq[i] + offset, t.nk[j] + offset)
                                 for i, row in enumerate(rows)
-                                for j, r in enumerate(row) if r is not None and r < 1.0]
+                                for j, r in enumerate(row)
+                                if to_sdpa(r, d, bh, t.nq[i] + offset, t.nk[j] + offset)]
                            for bh, rows in zip(t.batch_heads, levels)}
                        for d, levels in per_d.items()}
                 for mode, per_d in table.items()}
+
+    def shape(t: RouteTable, mode: str, d: int, nq: int, nk: int, bh: int, r: float,
+              model: str) -> Dict[str, Any]:
+        ms = t.shape_sdpa_ms.get((d, nq, nk, bh))
+        return {"model": model, "mode": mode, "head_dim": d, "nq": nq, "nk": nk,
+                "batch_heads": bh, "ratio": r, "sdpa_ms": ms,
+                "routed_to_sdpa": routes_to_sdpa(r, ms)}
 
     return [{"device": t.device, "capability": t.capability, "source": t.source,
              "routed_to_sdpa": routed(t, t.ratio, 0),
              "unaligned_offset": t.unaligned_offset,
              "routed_to_sdpa_unaligned": routed(t, t.ratio_unaligned, t.unaligned_offset),
-             "shapes": [{"model": model, "mode": mode, "head_dim": d, "nq": nq, "nk": nk,
-                         "batch_heads": bh, "ratio": r, "routed_to_sdpa": r < 1.0}
-                        for (mode, d, nq, nk, bh), (r, model) in t.shapes.items()]}
+             "shapes": [shape(t, *key, *cell) for key, cell in t.shapes.items()]}
             for t in tables().values()]
