@@ -70,6 +70,13 @@ struct CtaWork {
   int64_t kv_head;  // canonical K/V head (stride 0 = broadcast)
 };
 
+// Keys batch b's rows may see: its valid length (clamped to [0, Nk]), or Nk without lengths.
+__device__ __forceinline__ int valid_keys(const AttnKernelParams& p, int b) {
+  if (p.k_lengths == nullptr) return p.Nk;
+  const int v = p.k_lengths[b * p.k_lengths_stride];
+  return v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
+}
+
 __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
   CtaWork w;
   w.m_tile = blockIdx.x % p.m_tiles;
@@ -77,11 +84,7 @@ __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
   w.b = bh / p.Hkv;
   w.hkv = bh % p.Hkv;
   w.split = blockIdx.y;
-  w.L = p.Nk;
-  if (p.k_lengths != nullptr) {
-    const int v = p.k_lengths[w.b * p.k_lengths_stride];
-    w.L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
-  }
+  w.L = valid_keys(p, w.b);
   w.kv_head = w.b * p.kv_batch_stride + w.hkv * p.kv_head_stride;
   return w;
 }

@@ -18,15 +18,13 @@ int short_keys_smem_bytes(int dpad, int key_groups) {
 }
 
 int short_keys_ctas_per_sm(int dpad, int key_groups, int smem_per_sm) {
-  int by_smem = 1, by_regs = 1;
+  int ctas = 1;
   MmaHeadDims::dispatch(dpad, [&](auto d) {
     using T = ShortKeysTraits<d.value, false>;
-    // The runtime reserves 1 KB of shared memory per block.
-    by_smem = smem_per_sm / (T::smem_bytes(key_groups) + 1024);
-    by_regs = T::kMinBlocks;  // the kernel's launch bounds
+    ctas = short_keys_resident_ctas(T::smem_bytes(key_groups), T::kMinBlocks, smem_per_sm);
     return cudaSuccess;
   });
-  return by_smem < 1 ? 1 : (by_smem < by_regs ? by_smem : by_regs);
+  return ctas;
 }
 
 cudaError_t launch_attention_short_keys(const ShortKeysParams& p, int dpad, cudaStream_t s) {

@@ -140,11 +140,7 @@ __global__ void __launch_bounds__(kShortKeysWarps * 32, (ShortKeysTraits<DPAD, B
   const int g8 = lane >> 2, t4 = lane & 3;
   const int head = blockIdx.x / P.ctas_per_head, part = blockIdx.x % P.ctas_per_head;
   const int b = head / p.Hkv, hkv = head % p.Hkv;
-  int L = p.Nk;
-  if (p.k_lengths != nullptr) {
-    const int v = p.k_lengths[b * p.k_lengths_stride];
-    L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
-  }
+  const int L = valid_keys(p, b);
   uint8_t* sQ = smem + warp * T::kQBufs * T::kQTileBytes;
   uint8_t* sK = smem + T::kQBytes;
   uint8_t* sV = sK + T::kv_bytes(P.key_groups);

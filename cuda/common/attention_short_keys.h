@@ -40,4 +40,11 @@ int short_keys_ctas_per_sm(int dpad, int key_groups, int smem_per_sm);
 
 cudaError_t launch_attention_short_keys(const ShortKeysParams& p, int dpad, cudaStream_t s);
 
+// CTAs an SM holds of a kernel with `smem_bytes` of dynamic shared memory and launch bounds of
+// `min_blocks` (its registers): the few-keys kernels size their one wave by it.
+inline int short_keys_resident_ctas(int smem_bytes, int min_blocks, int smem_per_sm) {
+  const int by_smem = smem_per_sm / (smem_bytes + 1024);  // the runtime keeps 1 KB a block
+  return by_smem < 1 ? 1 : (by_smem < min_blocks ? by_smem : min_blocks);
+}
+
 }  // namespace int8attn

@@ -37,14 +37,13 @@ int short_keys_wgmma_smem_bytes(int dpad, int groups) {
 }
 
 int short_keys_wgmma_ctas_per_sm(int dpad, int groups, int smem_per_sm) {
-  int by_smem = 1, by_regs = 1;
+  int ctas = 1;
   dispatch(dpad, groups, [&](auto d, auto g) {
     using T = ShortKeysWgmmaTraits<d.value, false, g.value>;
-    by_smem = smem_per_sm / (T::kSmemBytes + 1024);  // the runtime's 1 KB per block
-    by_regs = T::kMinBlocks;                         // the kernel's launch bounds
+    ctas = short_keys_resident_ctas(T::kSmemBytes, T::kMinBlocks, smem_per_sm);
     return cudaSuccess;
   });
-  return by_smem < 1 ? 1 : (by_smem < by_regs ? by_smem : by_regs);
+  return ctas;
 }
 
 cudaError_t launch_attention_short_keys_wgmma(const ShortKeysParams& p, int dpad, cudaStream_t s) {

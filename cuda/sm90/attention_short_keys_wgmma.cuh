@@ -285,11 +285,7 @@ __global__ void __launch_bounds__(kShortKeysWgmmaRows * 2,
   const int g8 = lane >> 2, t4 = lane & 3;
   const int head = blockIdx.x / P.ctas_per_head, part = blockIdx.x % P.ctas_per_head;
   const int b = head / p.Hkv, hkv = head % p.Hkv;
-  int L = p.Nk;
-  if (p.k_lengths != nullptr) {
-    const int v = p.k_lengths[b * p.k_lengths_stride];
-    L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
-  }
+  const int L = valid_keys(p, b);
   const uint32_t q_lo = dev::smem_desc_lo(smem, 16), k_lo = dev::smem_desc_lo(sK, 16);
   const uint32_t v_lo = dev::smem_desc_lo(sV, T::kVLbo);
 

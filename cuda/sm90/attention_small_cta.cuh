@@ -85,11 +85,7 @@ __device__ __forceinline__ SmallCta small_cta(const SmallAttnParams& P, int rank
   c.tid = threadIdx.x;
   c.warp = c.tid >> 5;
   c.lane = c.tid & 31;
-  c.L = p.Nk;
-  if (p.k_lengths != nullptr) {
-    const int v = p.k_lengths[c.b * p.k_lengths_stride];
-    c.L = v < 0 ? 0 : (v > p.Nk ? p.Nk : v);
-  }
+  c.L = valid_keys(p, c.b);
   c.D = p.D;
   c.nkp = P.nkp;
   c.kc = P.kc;

@@ -148,15 +148,20 @@ class RouteTable:
         if levels is None:
             return None
         level = max((i for i, n in enumerate(self.batch_heads) if n <= batch_heads), default=0)
-        rows = levels[level]
-        # The nearest grid point that was measured (cells with Nk much larger than Nq are not).
+        point = self._measured_point(levels[level], nq, nk)
+        return None if point is None else point[2]
+
+    def _measured_point(self, rows: List[List[Optional[float]]], nq: int,
+                        nk: int) -> Optional[Tuple[int, int, float]]:
+        """(i_nq, i_nk, value) of the grid point nearest to (nq, nk) on a log scale that was
+        measured (cells with Nk much larger than Nq are not); None if none was."""
         iq = self._nearest(self.nq, nq)
         order = sorted(range(len(self.nk)), key=lambda i: abs(math.log(self.nk[i]) -
                                                                math.log(max(nk, 1))))
         for ik in order:
-            r = rows[iq][ik]
-            if r is not None:
-                return float(r)
+            x = rows[iq][ik]
+            if x is not None:
+                return iq, ik, float(x)
         return None
 
     def sdpa_ms_for(self, head_dim: int, nq: int, nk: int, batch_heads: int) -> Optional[float]:
@@ -173,18 +178,13 @@ class RouteTable:
             return None
         d = next((h for h in self.head_dims if h >= head_dim), self.head_dims[-1])
         rows = grid.get(d)
-        if rows is None:
+        point = None if rows is None else self._measured_point(rows, nq, nk)
+        if point is None:
             return None
-        iq = self._nearest(self.nq, nq)
-        order = sorted(range(len(self.nk)), key=lambda i: abs(math.log(self.nk[i]) -
-                                                               math.log(max(nk, 1))))
-        for ik in order:
-            t = rows[iq][ik]
-            if t is not None:
-                work = (batch_heads * nq * nk * head_dim) / (
-                    self.sdpa_ms_batch_heads * (self.nq[iq] + offset) * (self.nk[ik] + offset) * d)
-                return float(t) * work
-        return None
+        iq, ik, t = point
+        work = (batch_heads * nq * nk * head_dim) / (
+            self.sdpa_ms_batch_heads * (self.nq[iq] + offset) * (self.nk[ik] + offset) * d)
+        return t * work
 
 
 _tables: Optional[Dict[Tuple[int, int], RouteTable]] = None
