@@ -521,16 +521,84 @@ def test_diffusers_models_eager(name):
     assert rel_l1(out, ref) < 0.02
     assert proc.stats["int8attn"] > 0 and proc.stats["fallback"] == 0
     assert proc.stats["swapped_modules"] + proc.stats["wrapped_modules"] > 0
-    if name != "unet":  # the joint/rotary processors are wrapped, their code rebound
+    if name == "flux":  # the rotary processors are wrapped, their code rebound
         assert proc.stats["wrapped_modules"] > 0
         wrapped = [m.processor for m in model.modules()
                    if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
         assert all(w._routed is not None for w in wrapped)
+    if name == "sd3":  # SD3's joint processors are replaced, over the shared processor
+        joint = [m.processor for m in model.modules() if hasattr(m, "set_processor")]
+        assert joint and all(isinstance(j, int8attn.Int8JointAttnProcessor) and j.config is proc
+                             for j in joint)
+        assert proc.stats["wrapped_modules"] == 0
     assert F.scaled_dot_product_attention is _processors._ORIGINAL_SDPA
 
 
+def _joint_attention(context_pre_only, qk_norm):
+    from diffusers.models.attention_processor import Attention, JointAttnProcessor2_0
+
+    torch.manual_seed(1)
+    return Attention(query_dim=48, cross_attention_dim=None, added_kv_proj_dim=48, dim_head=16,
+                     heads=3, out_dim=48, context_pre_only=context_pre_only, bias=True,
+                     qk_norm=qk_norm, eps=1e-6, processor=JointAttnProcessor2_0()).eval()
+
+
 @needs_diffusers
-@pytest.mark.parametrize("name", ["unet", "flux"])
+@pytest.mark.parametrize("context_pre_only,qk_norm,text", [
+    (False, None, True), (True, "rms_norm", True), (False, "rms_norm", False)])
+def test_joint_processor_matches_stock(context_pre_only, qk_norm, text):
+    """SD3's joint attention with the tokens joined in [B, N, H, D]: the stock processor's
+    outputs (EXACT, and SDPA where routed there), the text branch included, counted."""
+    attn = _joint_attention(context_pre_only, qk_norm)
+    x = randn(2, 150, 48, seed=11)
+    ctx = randn(2, 9, 48, seed=12) if text else None
+    with torch.no_grad():
+        ref = attn(x, ctx)
+        proc = int8attn.Int8AttnProcessor(mode="exact", route="always")
+        attn.set_processor(int8attn.Int8JointAttnProcessor(proc))
+        out = attn(x, ctx)
+    refs = ref if isinstance(ref, tuple) else (ref,)
+    outs = out if isinstance(out, tuple) else (out,)
+    assert len(outs) == len(refs) == (2 if text else 1)
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape
+        torch.testing.assert_close(o, r, rtol=1e-4, atol=1e-5)
+    assert proc.stats["int8attn"] == 1 and proc.stats["sdpa_routed"] == 0
+    fast = int8attn.Int8AttnProcessor(mode="fast", route="always")
+    attn.set_processor(int8attn.Int8JointAttnProcessor(fast))
+    with torch.no_grad():
+        approx = attn(x, ctx)
+    approx = approx if isinstance(approx, tuple) else (approx,)
+    assert rel_l1(approx[0], refs[0]) < 0.05 and not torch.equal(approx[0], refs[0])
+
+
+@needs_diffusers
+def test_joint_processor_routed_calls_run_sdpa(monkeypatch):
+    attn = _joint_attention(False, None)
+    x, ctx = randn(2, 150, 48, seed=13), randn(2, 9, 48, seed=14)
+    monkeypatch.setattr(_processors, "_route", lambda route, device, *shape: route == "auto")
+    proc = int8attn.Int8AttnProcessor(mode="fast")
+    with torch.no_grad():
+        ref = attn(x, ctx)
+        attn.set_processor(int8attn.Int8JointAttnProcessor(proc))
+        out = attn(x, ctx)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r, rtol=1e-5, atol=1e-6)
+    assert proc.stats["sdpa_routed"] == 1 and proc.stats["int8attn"] == 0
+
+
+@needs_diffusers
+def test_set_timestep_reaches_joint_processors():
+    model, _ = _tiny_models()["sd3"]
+    int8attn.replace_attention_with_int8(model, mode="fast", num_inference_steps=4)
+    proc = model._int8attn_processor
+    del model.__dict__["_int8attn_processor"]  # found through the modules' processors
+    int8attn.set_timestep(model, 2)
+    assert proc.timestep == 2
+
+
+@needs_diffusers
+@pytest.mark.parametrize("name", ["unet", "flux", "sd3"])
 def test_diffusers_models_compiled_fixed_mode(name):
     """torch.compile without a policy: one graph, no recompiles across calls."""
     torch._dynamo.reset()

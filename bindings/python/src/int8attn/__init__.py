@@ -86,12 +86,13 @@ __all__ = [
     "forward_workspace_size", "info", "last_error", "library_path", "parse_mode",
     "predict_block_mask", "quantize", "routing_tables", "sageattn", "status_string", "version",
     # lazily imported from int8attn.torch_integration:
-    "Int8Attention", "Int8AttnProcessor", "Int8SDPAProcessor", "attention_op",
-    "replace_attention_with_int8", "sdpa_int8", "set_timestep",
+    "Int8Attention", "Int8AttnProcessor", "Int8JointAttnProcessor", "Int8SDPAProcessor",
+    "attention_op", "replace_attention_with_int8", "sdpa_int8", "set_timestep",
 ]
 
-_TORCH_NAMES = {"Int8Attention", "Int8AttnProcessor", "Int8SDPAProcessor",
-                "replace_attention_with_int8", "set_timestep", "sdpa_int8", "attention_op"}
+_TORCH_NAMES = {"Int8Attention", "Int8AttnProcessor", "Int8JointAttnProcessor",
+                "Int8SDPAProcessor", "replace_attention_with_int8", "set_timestep", "sdpa_int8",
+                "attention_op"}
 
 
 def __dir__() -> list:

@@ -3,7 +3,9 @@
 - :class:`Int8AttnProcessor` replaces ``AttnProcessor2_0`` (UNets, PixArt, …); every int8attn
   call of a model, whichever processor made it, goes through its :meth:`~Int8AttnProcessor.
   attention`, which owns the mode/policy, the routing table and the counters.
-- :class:`Int8SDPAProcessor` wraps any other processor (Flux, SD3, Wan, CogVideoX, …): it runs
+- :class:`~int8attn._joint.Int8JointAttnProcessor` replaces SD3's ``JointAttnProcessor2_0``,
+  joining image and text tokens without the stock processor's gather over transposed views.
+- :class:`Int8SDPAProcessor` wraps any other processor (Flux, Wan, CogVideoX, …): it runs
   the wrapped processor's own ``__call__`` code with ``F.scaled_dot_product_attention`` and
   diffusers' ``dispatch_attention_fn`` bound to int8attn in that function's globals. Nothing
   global is patched, so it is thread-safe and ``torch.compile`` traces it without breaks.
@@ -564,6 +566,9 @@ class Int8SDPAProcessor:
 
 _STANDARD_PROCESSORS = {"AttnProcessor", "AttnProcessor2_0", "XFormersAttnProcessor",
                         "AttnProcessorNPU", "Int8AttnProcessor"}
+# SD3's joint attention: replaced by int8attn's own version (_joint.py), which joins the image
+# and text tokens without the stock processor's gather over transposed views.
+_JOINT_PROCESSORS = {"JointAttnProcessor2_0", "Int8JointAttnProcessor"}
 
 
 def _iter_modules(obj: Any) -> Iterator[torch.nn.Module]:
@@ -592,8 +597,10 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
 
     Every module with a ``set_processor`` method and a ``processor`` attribute is changed:
     standard processors (``AttnProcessor2_0`` and friends) become one shared
-    :class:`Int8AttnProcessor`; others (joint/rotary processors of Flux, SD3, video DiTs) are
-    wrapped in :class:`Int8SDPAProcessor` when ``wrap_other_processors``.
+    :class:`Int8AttnProcessor`; SD3's ``JointAttnProcessor2_0`` becomes an
+    :class:`~int8attn._joint.Int8JointAttnProcessor` over it (both counted as swapped); others
+    (the rotary processors of Flux and the video DiTs, …) are wrapped in
+    :class:`Int8SDPAProcessor` when ``wrap_other_processors``.
 
     Args:
         pipe_or_module: A diffusers pipeline (its ``components``) or a module.
@@ -630,6 +637,8 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
         policy = TimestepPolicy(num_inference_steps,
                                 default_mode=mode if mode is not None else "balanced")
         mode = None
+    from ._joint import Int8JointAttnProcessor  # (it imports this module)
+
     proc = Int8AttnProcessor(mode=mode, policy=policy, fallback=fallback, route=route,
                              cache_text_kv=cache_text_kv)
     swapped = wrapped = 0
@@ -642,6 +651,9 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
         name = type(cur).__name__ if cur is not None else "AttnProcessor2_0"
         if name in _STANDARD_PROCESSORS:
             m.set_processor(proc)
+            swapped += 1
+        elif name in _JOINT_PROCESSORS:
+            m.set_processor(Int8JointAttnProcessor(proc))
             swapped += 1
         elif wrap_other_processors:
             m.set_processor(Int8SDPAProcessor(cur, proc))
@@ -670,7 +682,7 @@ def set_timestep(pipe_or_module: Any, step: Optional[int]) -> None:
         return
     for m in _iter_modules(pipe_or_module):
         p = getattr(m, "processor", None)
-        if isinstance(p, Int8SDPAProcessor):
-            p = p.config
+        if not isinstance(p, Int8AttnProcessor):  # a wrapper or a joint processor: its config
+            p = getattr(p, "config", None)
         if isinstance(p, Int8AttnProcessor):
             p.set_timestep(step)

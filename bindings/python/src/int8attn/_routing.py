@@ -34,12 +34,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 _TABLE_DIR = Path(__file__).resolve().parent / "routing"
 _MODE_NAMES = {1: "exact", 2: "balanced", 3: "fast"}
 
-#: GPU time (µs) a call must save for int8attn to take it. UNet steps are host-bound (SDXL's
-#: eager step on an H100 host: ~100 ms for ~55 ms of GPU work), so there a call's host time
-#: decides, and an int8attn call's host time is SDPA's plus up to tens of µs on slow hosts.
-#: With SDXL's 70 text calls a step in int8attn (12.5 against 15.3 µs on the GPU) its eager
-#: step measured 3.4% slower than stock (``bench/results/2026-11-27-h100-few-keys-wgmma/``); a
-#: call saving less than this buys nothing a user can see, and risks a slower step.
+#: GPU time (µs) a call must save for int8attn to take it. UNet steps are host-bound: SDXL's
+#: eager step on an H100 host runs ~43 ms of kernels in steps of 75–130 ms (the spread between
+#: rounds of one configuration). Its 70 text calls in int8attn would save 0.07 ms of GPU time a
+#: step (12.5 against 15.3 µs a call), which no measurement of such a step can show; a call
+#: saving less than this stays on the stock path, whose behaviour users already know.
 HOST_MARGIN_US = 60.0
 
 

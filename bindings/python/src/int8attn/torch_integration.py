@@ -9,8 +9,9 @@ reachable as ``int8attn.Int8Attention`` etc. and import this module on first use
 - :class:`Int8Attention` — the seeds' module: ``Int8Attention(num_heads, head_dim,
   num_timesteps=1000, use_adaptive_scaling=True, timestep_scales=None)``, ``forward(Q, K, V,
   timestep)``.
-- :class:`Int8AttnProcessor`, :class:`Int8SDPAProcessor`, :func:`replace_attention_with_int8`,
-  :func:`set_timestep`, :func:`sdpa_int8` — diffusers processors (:mod:`int8attn._processors`).
+- :class:`Int8AttnProcessor`, :class:`Int8JointAttnProcessor`, :class:`Int8SDPAProcessor`,
+  :func:`replace_attention_with_int8`, :func:`set_timestep`, :func:`sdpa_int8` — diffusers
+  processors (:mod:`int8attn._processors`, :mod:`int8attn._joint`).
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from ._api import Mode, ModeLike, TimestepPolicy, parse_mode
 from ._processors import (Int8AttnProcessor, Int8SDPAProcessor, replace_attention_with_int8,
                           sdpa_int8, set_timestep, _compute_dtype)
 from ._processors import _ORIGINAL_SDPA  # noqa: F401 - the unpatched SDPA, for tests
+from ._joint import Int8JointAttnProcessor
 from ._torch_op import attention_op, call as _call_op_raw
 
 __all__ = [
-    "attention_op", "Int8Attention", "Int8AttnProcessor", "Int8SDPAProcessor",
-    "replace_attention_with_int8", "set_timestep", "sdpa_int8",
+    "attention_op", "Int8Attention", "Int8AttnProcessor", "Int8JointAttnProcessor",
+    "Int8SDPAProcessor", "replace_attention_with_int8", "set_timestep", "sdpa_int8",
 ]
 
 
