@@ -91,6 +91,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=3, help="profiled steps (default 3)")
     ap.add_argument("--layers", type=int, default=None, help="cut the transformer to N blocks")
     ap.add_argument("--top", type=int, default=20, help="rows per configuration in the table")
+    ap.add_argument("--compile", action="store_true",
+                    help="profile torch.compile(model) (inductor, compiled afresh per config)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     configs = args.configs.split(",")
@@ -108,17 +110,20 @@ def main() -> int:
     inputs = pm.make_inputs(spec, dev)
     saved = dict(model.attn_processors)
     report: Dict[str, Any] = {"model": args.model, "gpu": torch.cuda.get_device_name(),
+                              "compiled": args.compile,
                               "torch": torch.__version__, "steps": args.steps,
                               "command": "python3 bench/step_profile.py " + " ".join(sys.argv[1:]),
                               "configs": {}}
     for config in configs:
         P.install(model, config, 6)
+        torch._dynamo.reset()
+        fn = torch.compile(model) if args.compile else model
 
         def step() -> None:
             if config == "policy":  # an ordinary (FAST) step of the policy
                 int8attn.set_timestep(model, 2)
             with torch.no_grad(), P.backend_context(config):
-                model(**inputs)
+                fn(**inputs)
 
         for _ in range(3):
             step()
@@ -139,7 +144,8 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "step_profile.json"), "w") as f:
         json.dump(report, f, indent=1)
-    lines = [f"# GPU time of one step by launching operation: {args.model}", "",
+    lines = [f"# GPU time of one step by launching operation: {args.model}"
+             + (" (torch.compile)" if args.compile else ""), "",
              f"{report['gpu']}, torch {report['torch']}; {args.steps} profiled steps; command: "
              f"`{report['command']}`", ""]
     for config, r in report["configs"].items():
