@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import torch
 
-from ._processors import _ORIGINAL_SDPA, Int8AttnProcessor
+from ._processors import Int8AttnProcessor, stock_sdpa_nhd
 
 
 class Int8JointAttnProcessor:
@@ -64,12 +64,8 @@ class Int8JointAttnProcessor:
             key = torch.cat([key, text_key], dim=1)
             value = torch.cat([value, text_value], dim=1)
 
-        def sdpa() -> torch.Tensor:
-            o = _ORIGINAL_SDPA(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-                               dropout_p=0.0, is_causal=False)
-            return o.transpose(1, 2)
-
-        out = self.config.attention(query, key, value, layout="NHD", fallback_fn=sdpa)
+        out = self.config.attention(query, key, value, layout="NHD",
+                                    fallback_fn=lambda: stock_sdpa_nhd(query, key, value))
         hidden_states = out.reshape(batch, -1, heads * head_dim).to(query.dtype)
         if encoder_hidden_states is not None:
             hidden_states, encoder_hidden_states = (hidden_states[:, :image_tokens],

@@ -44,6 +44,15 @@ def _compute_dtype(x: torch.Tensor) -> Optional[torch.dtype]:
     return None
 
 
+def stock_sdpa_nhd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attn_mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """diffusers' own attention call on [B, N, H, D] tensors (the unpatched SDPA on their
+    [B, H, N, D] views), returned as [B, N, H, D]: the processors' fallback and routed path."""
+    o = _ORIGINAL_SDPA(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                       attn_mask=attn_mask, dropout_p=0.0, is_causal=False)
+    return o.transpose(1, 2)
+
+
 class _TextKV:
     """Projected K/V of one attention module for one ``encoder_hidden_states`` tensor.
 
@@ -303,9 +312,7 @@ class Int8AttnProcessor:
         key, value = self._text_kv_for(attn, source, project) if cross else project()
 
         def sdpa() -> torch.Tensor:
-            o = _ORIGINAL_SDPA(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-                               attn_mask=attention_mask, dropout_p=0.0, is_causal=False)
-            return o.transpose(1, 2)
+            return stock_sdpa_nhd(query, key, value, attention_mask)
 
         if attention_mask is not None and self.fallback:
             self._count("fallback")
