@@ -34,11 +34,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 _TABLE_DIR = Path(__file__).resolve().parent / "routing"
 _MODE_NAMES = {1: "exact", 2: "balanced", 3: "fast"}
 
-#: GPU time (µs) a call must save for int8attn to take it. UNet steps are host-bound: SDXL's
-#: eager step on an H100 host runs ~43 ms of kernels in steps of 75–130 ms (the spread between
-#: rounds of one configuration). Its 70 text calls in int8attn would save 0.07 ms of GPU time a
-#: step (12.5 against 15.3 µs a call), which no measurement of such a step can show; a call
-#: saving less than this stays on the stock path, whose behaviour users already know.
+#: GPU time (µs) a call must save for int8attn to take it. UNet steps are host-bound (identical
+#: eager SDXL steps vary by tens of percent on an H100 host). SDXL's 70 text calls in int8attn
+#: would save 0.2 ms of GPU time a step (12.5 against 15.3 µs a call,
+#: ``bench/results/2026-11-27-h100-few-keys-wgmma/``), which no measurement of such a step can
+#: show; a call saving less than this stays on the stock path, whose behaviour users know.
 HOST_MARGIN_US = 60.0
 
 
