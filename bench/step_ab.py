@@ -7,10 +7,15 @@ machine (clocks, temperature) reads as a difference between configurations: on S
 put FAST 2.6% behind stock where alternated rounds put it 1.5% ahead. This script times
 ``--rounds`` rounds per mode, each round every configuration (the order reversed every other
 round), and reports per configuration the median step of each round and the ratio to the first
-configuration (geometric mean over rounds). Eager steps use the installed processors; compiled
-ones compile each round afresh (FX graph cache off: inductor picks reduction kernels by timing
-them, so two compilations of one graph can differ by ~1%), and the graphs dynamo captures are
-compared (identical operations: the processors add nothing to the compiled step).
+configuration (geometric mean over rounds). Eager steps use the installed processors. Compiled
+ones run each (round, configuration) in a fresh Python process that builds the model, compiles
+it and times it (FX graph cache off: inductor picks reduction kernels by timing them, so two
+compilations of one graph can differ by ~1%): in one process, a model compiled after another
+ran its host side up to twice as slow, whichever configuration came second, which on host-bound
+UNet steps read as a 0.54x "slowdown". Even in fresh processes the first compiled configuration
+of a run measured 4-5% slower (SDXL), so read compiled steps over two or more rounds. The
+graphs dynamo captures are compared (node counts, and whether the operations are identical to
+the first configuration's).
 
 Usage::
 
@@ -22,10 +27,12 @@ Writes OUT/step_ab.json and OUT/step_ab.md.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 from typing import Any, Dict, List, Tuple
 
@@ -68,6 +75,19 @@ def time_steps(fn: Any, step: Any, warmup: int, steps: int) -> List[float]:
     return times
 
 
+def compiled_in_child(args: argparse.Namespace, config: str, with_graph: bool) -> Dict[str, Any]:
+    """One compiled configuration timed in a fresh process (``--child``); its JSON result."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--model", args.model, "--configs", config,
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", args.out,
+           "--child"] + (["--child-graph"] if with_graph else [])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise SystemExit(f"step_ab: the compiled {config} run failed (exit {proc.returncode}); "
+                         "its error is above")
+    return json.loads(lines[-1])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, choices=pm.MODEL_NAMES)
@@ -78,6 +98,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     ap.add_argument("--warmup", type=int, default=4, help="steps before timing")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--child-graph", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     configs = args.configs.split(",")
     modes = args.modes.split(",")
@@ -95,9 +117,10 @@ def main() -> int:
 
     spec = pm.FULL[args.model]
     dev = torch.device("cuda")
-    model = P.build_model(spec, dev)
+    # The parent process builds the model only for eager steps: compiled ones build their own.
+    model = P.build_model(spec, dev) if args.child or "eager" in modes else None
     inputs = pm.make_inputs(spec, dev)
-    saved = dict(model.attn_processors)
+    saved = dict(model.attn_processors) if model is not None else {}
     policy_steps = 6
 
     def stepper(config: str) -> Any:
@@ -108,24 +131,37 @@ def main() -> int:
                 return fn(**inputs)
         return step
 
+    if args.child:  # one compiled configuration, its result as one JSON line on stdout
+        config = configs[0]
+        step = stepper(config)
+        P.install(model, config, policy_steps)
+        child: Dict[str, Any] = {}
+        if args.child_graph:
+            ops = graph_ops(model, inputs, step)
+            child["graph_nodes"] = len(ops)
+            child["graph_sha1"] = hashlib.sha1(repr(ops).encode()).hexdigest()
+        torch._dynamo.reset()
+        child["times"] = time_steps(torch.compile(model), step, args.warmup, args.steps)
+        print(json.dumps(child), flush=True)
+        return 0
+
     results: Dict[str, Any] = {"model": args.model, "torch": torch.__version__,
                                "gpu": torch.cuda.get_device_name(), "rounds": [],
                                "command": "python3 bench/step_ab.py " + " ".join(sys.argv[1:])}
-    graphs: Dict[str, List[Tuple[str, str]]] = {}
+    graphs: Dict[str, Dict[str, Any]] = {}
     for mode in modes:
         for r in range(args.rounds):
             for config in configs if r % 2 == 0 else configs[::-1]:
-                P.install(model, config, policy_steps)
-                step = stepper(config)
                 if mode == "compile":
+                    child = compiled_in_child(args, config, with_graph=r == 0)
                     if r == 0:
-                        graphs[config] = graph_ops(model, inputs, step)
-                    torch._dynamo.reset()
-                    fn = torch.compile(model)
+                        graphs[config] = {"nodes": child["graph_nodes"],
+                                          "sha1": child["graph_sha1"]}
+                    times = child["times"]
                 else:
-                    fn = model
-                times = time_steps(fn, step, args.warmup, args.steps)
-                P.restore(model, saved)
+                    P.install(model, config, policy_steps)
+                    times = time_steps(model, stepper(config), args.warmup, args.steps)
+                    P.restore(model, saved)
                 row = {"mode": mode, "round": r, "config": config,
                        "median_ms": statistics.median(times), "min_ms": min(times),
                        "max_ms": max(times)}
@@ -141,8 +177,8 @@ def main() -> int:
             c: math.exp(statistics.fmean(math.log(med[(r, configs[0])] / med[(r, c)])
                                          for r in range(args.rounds))) for c in configs}
     if graphs:
-        first = graphs[configs[0]]
-        results["graphs"] = {c: {"nodes": len(g), "same_as_" + configs[0]: g == first}
+        first = graphs[configs[0]]["sha1"]
+        results["graphs"] = {c: {"nodes": g["nodes"], "same_as_" + configs[0]: g["sha1"] == first}
                              for c, g in graphs.items()}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "step_ab.json"), "w") as f:
