@@ -526,12 +526,43 @@ def test_diffusers_models_eager(name):
         wrapped = [m.processor for m in model.modules()
                    if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
         assert all(w._routed is not None for w in wrapped)
+        # diffusers' rotary embedding became the bit-identical leaner one in their globals
+        assert all(getattr(w._routed.__globals__["apply_rotary_emb"], "__int8attn_lean__", False)
+                   for w in wrapped)
     if name == "sd3":  # SD3's joint processors are replaced, over the shared processor
         joint = [m.processor for m in model.modules() if hasattr(m, "set_processor")]
         assert joint and all(isinstance(j, int8attn.Int8JointAttnProcessor) and j.config is proc
                              for j in joint)
         assert proc.stats["wrapped_modules"] == 0
     assert F.scaled_dot_product_attention is _processors._ORIGINAL_SDPA
+
+
+@needs_diffusers
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("sequence_dim", [1, 2])
+def test_lean_rotary_is_bit_identical(dtype, sequence_dim):
+    """int8attn's apply_rotary_emb (fewer passes) rounds exactly as diffusers' does, with Flux's
+    interleaved tables and with arbitrary ones; other variants go to diffusers' own."""
+    from diffusers.models.embeddings import apply_rotary_emb, get_1d_rotary_pos_embed
+
+    from int8attn._rotary import lean_apply_rotary_emb
+
+    lean = lean_apply_rotary_emb(apply_rotary_emb)
+    S, D = 37, 16
+    shape = (2, S, 3, D) if sequence_dim == 1 else (2, 3, S, D)
+    x = (randn(*shape, seed=21) * 4).to(dtype)
+    tables = [get_1d_rotary_pos_embed(D, torch.arange(S, dtype=torch.float32),
+                                      repeat_interleave_real=True, use_real=True),
+              (randn(S, D, seed=22), randn(S, D, seed=23))]
+    for cos, sin in tables:
+        ref = apply_rotary_emb(x, (cos, sin), sequence_dim=sequence_dim)
+        out = lean(x, (cos, sin), sequence_dim=sequence_dim)
+        assert out.dtype == ref.dtype and out.shape == ref.shape
+        assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))  # every bit
+    # The half-split variant (Stable Audio, CogView4) is diffusers' own code path.
+    ref = apply_rotary_emb(x, tables[1], use_real_unbind_dim=-2, sequence_dim=sequence_dim)
+    out = lean(x, tables[1], use_real_unbind_dim=-2, sequence_dim=sequence_dim)
+    assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
 
 
 def _joint_attention(context_pre_only, qk_norm):

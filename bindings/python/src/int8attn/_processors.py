@@ -31,6 +31,7 @@ from . import _torch_op
 from ._api import (Mode, ModeLike, TimestepPolicy, _granularity, parse_mode,
                    warn_mode_overrides_policy)
 from ._lib import NotSupportedError
+from ._rotary import lean_apply_rotary_emb
 
 _ORIGINAL_SDPA = F.scaled_dot_product_attention
 _ROUTES = ("auto", "always")
@@ -480,9 +481,18 @@ def _default_processor() -> Int8AttnProcessor:
 _ROUTED_NAMES = ("scaled_dot_product_attention", "dispatch_attention_fn")
 
 
+def _is_diffusers_rotary(value: Any) -> bool:
+    """Whether ``value`` is diffusers' ``apply_rotary_emb`` (not already int8attn's)."""
+    return (callable(value) and getattr(value, "__name__", None) == "apply_rotary_emb"
+            and getattr(value, "__module__", None) == "diffusers.models.embeddings"
+            and not getattr(value, "__int8attn_lean__", False))
+
+
 def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optional[Callable]:
     """``fn`` (a processor's ``__call__``) with ``F`` and ``dispatch_attention_fn`` in its
     globals bound to ``config``; None when its code names neither (nothing to reroute).
+    diffusers' ``apply_rotary_emb``, where its globals hold it, becomes the bit-identical
+    :func:`~int8attn._rotary.lean_apply_rotary_emb` (fewer passes over memory in eager mode).
 
     The new globals are the dict of a module registered in ``sys.modules`` under its own name:
     ``torch.compile`` guards a function's globals through the module its ``__name__`` names, so
@@ -509,6 +519,8 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
             elif getattr(value, "__name__", None) == "dispatch_attention_fn" and callable(value):
                 module.__dict__[key] = config.dispatch
                 rebound = True
+            elif _is_diffusers_rotary(value):
+                module.__dict__[key] = lean_apply_rotary_emb(value)
         if not rebound:
             return None
         sys.modules[name] = module
