@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""diffusers' rotary embedding against int8attn's leaner one (the function the wrapped Flux and
-HunyuanVideo processors call): device time per call (CUDA-graph replays), eager time per call
-(a loop of calls, synchronised once: whichever of host and device binds), and whether every
-output bit is equal, for Q/K shapes of Flux and HunyuanVideo.
+"""diffusers' rotary embedding against int8attn's leaner one (what the wrapped Flux processors
+call): device time per call (CUDA-graph replays), eager time per call (a loop of calls,
+synchronised once: whichever of host and device binds), and whether every output bit is equal,
+for Q/K shapes of Flux and one of HunyuanVideo's size (whose processor keeps diffusers' own).
 
     python3 bench/rotary.py --out bench/results/DIR
 
@@ -65,15 +65,17 @@ def main() -> None:
         row["device_speedup"] = row["stock_device_ms"] / row["int8attn_device_ms"]
         row["eager_speedup"] = row["stock_eager_ms"] / row["int8attn_eager_ms"]
         rows.append(row)
-        print(f"{name:20s} stock {row['stock_device_ms']:.3f} ms (eager {row['stock_eager_ms']:.3f})"
-              f"  int8attn {row['int8attn_device_ms']:.3f} ms (eager {row['int8attn_eager_ms']:.3f})"
-              f"  {row['device_speedup']:.2f}x  bit-identical {equal}", flush=True)
+        print(f"{name:20s} stock {row['stock_device_ms']:.3f} ms "
+              f"(eager {row['stock_eager_ms']:.3f})  int8attn {row['int8attn_device_ms']:.3f} ms "
+              f"(eager {row['int8attn_eager_ms']:.3f})  {row['device_speedup']:.2f}x  "
+              f"bit-identical {equal}", flush=True)
         del x, cos, sin
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "command": "python3 bench/rotary.py " + " ".join(sys.argv[1:])}
     with open(os.path.join(args.out, "rotary.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    lines = [f"# Rotary embedding, diffusers against int8attn ({meta['gpu']}, torch {meta['torch']})",
+    lines = [f"# Rotary embedding, diffusers against int8attn ({meta['gpu']}, "
+             f"torch {meta['torch']})",
              "", f"`{meta['command']}`: one call on Q or K, sequence_dim=1, {args.dtype}.", "",
              "| shape | x | stock device ms | int8attn device ms | speedup | stock eager ms "
              "| int8attn eager ms | speedup | bit-identical |", "|---" * 9 + "|"]
