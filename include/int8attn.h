@@ -709,6 +709,47 @@ INT8ATTN_API int8attn_status_t int8attn_predict_block_mask(int8attn_context_t* c
 
 /** @} */
 
+/** @defgroup rotary Rotary position embedding
+ *  @{ */
+
+/** @brief Options of int8attn_rotary(). */
+typedef struct int8attn_rotary_params_t {
+  uint32_t struct_size; /**< sizeof(int8attn_rotary_params_t); set by the init function. */
+  int32_t reserved0;    /**< Must be 0. */
+  void* stream;         /**< cudaStream_t for GPU tensors. */
+} int8attn_rotary_params_t;
+
+/** @brief Set @p params to the defaults (and its struct_size).
+ *  @param[out] params Struct to initialise; NULL is ignored. */
+INT8ATTN_API void int8attn_rotary_params_init(int8attn_rotary_params_t* params);
+
+/**
+ * @brief Rotate the interleaved channel pairs of x [B, H, N, D] by per-token angles (rotary
+ *        position embedding, the convention of Flux and of diffusers' `apply_rotary_emb`):
+ *        `out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]` and
+ *        `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, each product and each sum
+ *        rounded to float32 and the result rounded to nearest-even in out's dtype: bit-identical
+ *        to evaluating that formula in float32 (no fused multiply-add), on every backend.
+ *        One pass over x, so Q or K can be rotated right before int8attn_forward() without the
+ *        several passes of a framework's elementwise kernels.
+ * @param[in] context The context.
+ * @param[in] x Input [B, H, N, D] (fp16/bf16/fp32), D even; any strides (e.g. NHD memory).
+ * @param[in] cos float32 [N, D], token n's cosines; strides may be 0 (broadcast).
+ * @param[in] sin float32 [N, D], token n's sines; strides may be 0 (broadcast).
+ * @param[in] out Output with x's shape and dtype (written); it may be x itself (in place) but
+ *            must not otherwise overlap x, cos or sin.
+ * @param[in] params Options, or NULL for the defaults.
+ * @return ::INT8ATTN_OK or an error status; on error nothing is written.
+ */
+INT8ATTN_API int8attn_status_t int8attn_rotary(int8attn_context_t* context,
+                                               const int8attn_tensor_t* x,
+                                               const int8attn_tensor_t* cos,
+                                               const int8attn_tensor_t* sin,
+                                               const int8attn_tensor_t* out,
+                                               const int8attn_rotary_params_t* params);
+
+/** @} */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

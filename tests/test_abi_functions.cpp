@@ -74,6 +74,9 @@ INT8ATTN_EXPECT_SIGNATURE(int8attn_mask_params_init, void (*)(int8attn_mask_para
 INT8ATTN_EXPECT_SIGNATURE(int8attn_predict_block_mask,
                           st (*)(int8attn_context_t*, const T*, const T*, const T*,
                                  const int8attn_mask_params_t*));
+INT8ATTN_EXPECT_SIGNATURE(int8attn_rotary_params_init, void (*)(int8attn_rotary_params_t*));
+INT8ATTN_EXPECT_SIGNATURE(int8attn_rotary, st (*)(int8attn_context_t*, const T*, const T*, const T*,
+                                                  const T*, const int8attn_rotary_params_t*));
 
 }  // namespace
 

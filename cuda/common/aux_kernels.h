@@ -1,5 +1,6 @@
 // Host launchers of the auxiliary GPU kernels: block-mask prediction (block_mask.cu) and the
-// standalone quantize entry point (quantize.cu). Both follow the CPU backend's semantics.
+// standalone quantize entry point (quantize.cu) and the rotary embedding (rotary.cu). All follow the
+// CPU backend's semantics.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,5 +15,8 @@ cudaError_t launch_predict_block_mask(const MaskProblem& p, float* workspace, cu
 
 int64_t quantize_workspace_floats(const QuantizeProblem& p);
 cudaError_t launch_quantize(const QuantizeProblem& p, float* workspace, cudaStream_t s);
+
+// int8attn_rotary (no workspace; bit-identical to the CPU backend).
+cudaError_t launch_rotary(const RotaryProblem& p, cudaStream_t s);
 
 }  // namespace int8attn

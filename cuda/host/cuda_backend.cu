@@ -100,6 +100,11 @@ class CudaBackend final : public Backend {
     cuda_check(launch_quantize(p, ws, static_cast<cudaStream_t>(p.stream)), "quantize kernel");
   }
 
+  void rotary(const RotaryProblem& p) override {
+    DeviceGuard guard(dev_.id);
+    cuda_check(launch_rotary(p, static_cast<cudaStream_t>(p.stream)), "rotary kernel");
+  }
+
   void predict_block_mask(const MaskProblem& p) override {
     DeviceGuard guard(dev_.id);
     if (p.nkb > 4096)

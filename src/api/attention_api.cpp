@@ -71,6 +71,23 @@ INT8ATTN_API int8attn_status_t int8attn_quantize(int8attn_context_t* context,
   });
 }
 
+INT8ATTN_API void int8attn_rotary_params_init(int8attn_rotary_params_t* params) {
+  if (params) *params = rotary_params_defaults();
+}
+
+INT8ATTN_API int8attn_status_t int8attn_rotary(int8attn_context_t* context,
+                                               const int8attn_tensor_t* x,
+                                               const int8attn_tensor_t* cos,
+                                               const int8attn_tensor_t* sin,
+                                               const int8attn_tensor_t* out,
+                                               const int8attn_rotary_params_t* params) {
+  return api::guard([&] {
+    Context& ctx = api::require_handle(context, "context");
+    RotaryProblem p = resolve_rotary(ctx, x, cos, sin, out, params);
+    ctx.backend(p.device_type, "x").rotary(p);
+  });
+}
+
 INT8ATTN_API void int8attn_mask_params_init(int8attn_mask_params_t* params) {
   if (params) *params = mask_params_defaults();
 }

@@ -74,6 +74,21 @@ struct QuantizeProblem {
   void* stream = nullptr;
 };
 
+// int8attn_rotary: out[b,h,n,·] = the interleaved pairs of x[b,h,n,·] rotated by token n's
+// angles (common/rotary_math.h), in x's dtype.
+struct RotaryProblem {
+  int64_t B = 0, H = 0, N = 0, D = 0;
+  DType dtype = DType::kF16;  // of x and out
+  int32_t device_type = 0, device_id = 0;
+  Operand4 x;
+  void* out = nullptr;
+  int64_t out_stride[4] = {0, 0, 0, 0};
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int64_t cos_stride[2] = {0, 0}, sin_stride[2] = {0, 0};  // [N, D]
+  void* stream = nullptr;
+};
+
 struct MaskProblem {
   int64_t B = 0, Hq = 0, Hkv = 0, Nq = 0, Nk = 0, D = 0;
   DType dtype = DType::kF16;

@@ -1,5 +1,7 @@
 #include "core/resolve.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -41,6 +43,14 @@ int8attn_quantize_params_t quantize_params_defaults() {
   p.granularity = INT8ATTN_GRANULARITY_PER_BLOCK;
   p.smooth = 0;
   p.scale_multiplier = 1.0f;
+  p.stream = nullptr;
+  return p;
+}
+
+int8attn_rotary_params_t rotary_params_defaults() {
+  int8attn_rotary_params_t p{};
+  p.struct_size = sizeof(p);
+  p.reserved0 = 0;
   p.stream = nullptr;
   return p;
 }
@@ -452,6 +462,67 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
   }
   check_context_device(ctx, *x, "x");
   check_no_alias(outputs, inputs);
+  return p;
+}
+
+RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
+                             const int8attn_tensor_t* cos, const int8attn_tensor_t* sin,
+                             const int8attn_tensor_t* out, const int8attn_rotary_params_t* params) {
+  int8attn_rotary_params_t prm = rotary_params_defaults();
+  copy_params(prm, params, "params");
+  INT8ATTN_REQUIRE(prm.reserved0 == 0, INT8ATTN_ERROR_INVALID_ARGUMENT,
+                   "params->reserved0 is " + std::to_string(prm.reserved0) + " but must be 0");
+  static const char* const kTableDims[2] = {"tokens", "head dim"};
+  std::vector<Span> outputs, inputs;
+  const Span x_span = check_tensor(x, {"x", 4, kAttnDims, Role::Input, true});
+  INT8ATTN_REQUIRE(
+      x->dtype == INT8ATTN_DTYPE_F16 || x->dtype == INT8ATTN_DTYPE_BF16 ||
+          x->dtype == INT8ATTN_DTYPE_F32,
+      INT8ATTN_ERROR_BAD_DTYPE,
+      std::string("x: dtype is ") + dtype_name(x->dtype) + " but must be f16, bf16 or f32");
+  INT8ATTN_REQUIRE(x->shape[3] % 2 == 0, INT8ATTN_ERROR_BAD_SHAPE,
+                   "x: shape[3] (head dim) is " + std::to_string(x->shape[3]) +
+                       " but must be even (channels rotate in pairs)");
+  outputs.push_back(check_tensor(out, {"out", 4, kAttnDims, Role::Output, true}));
+  require_same_device(*out, "out", *x, "x");
+  require_dtype(*out, "out", x->dtype);
+  for (int i = 0; i < 4; ++i) require_dim_eq(*out, "out", i, kAttnDims[i], x->shape[i], "x");
+  // In place (out is x itself, element for element) is allowed: each thread reads a pair before
+  // it writes it. Any other overlap is an error.
+  const bool in_place = out->data == x->data && out->device_type == x->device_type &&
+                        out->device_id == x->device_id &&
+                        std::equal(out->strides, out->strides + 4, x->strides);
+  if (!in_place) inputs.push_back(x_span);
+  const int8attn_tensor_t* tables[2] = {cos, sin};
+  const char* names[2] = {"cos", "sin"};
+  for (int t = 0; t < 2; ++t) {
+    inputs.push_back(check_tensor(tables[t], {names[t], 2, kTableDims, Role::Input, true}));
+    require_same_device(*tables[t], names[t], *x, "x");
+    require_dtype(*tables[t], names[t], INT8ATTN_DTYPE_F32);
+    require_dim_eq(*tables[t], names[t], 0, "tokens", x->shape[2], "x");
+    require_dim_eq(*tables[t], names[t], 1, "head dim", x->shape[3], "x");
+  }
+  check_context_device(ctx, *x, "x");
+  check_no_alias(outputs, inputs);
+
+  RotaryProblem p;
+  p.B = x->shape[0];
+  p.H = x->shape[1];
+  p.N = x->shape[2];
+  p.D = x->shape[3];
+  p.dtype = static_cast<DType>(x->dtype);
+  p.device_type = x->device_type;
+  p.device_id = x->device_id;
+  p.x = operand(*x);
+  p.out = out->data;
+  copy4(p.out_stride, *out);
+  p.cos = static_cast<const float*>(cos->data);
+  p.sin = static_cast<const float*>(sin->data);
+  for (int i = 0; i < 2; ++i) {
+    p.cos_stride[i] = cos->strides[i];
+    p.sin_stride[i] = sin->strides[i];
+  }
+  p.stream = prm.stream;
   return p;
 }
 

@@ -20,6 +20,7 @@ struct ForwardCall {
 
 int8attn_forward_params_t forward_params_defaults();
 int8attn_quantize_params_t quantize_params_defaults();
+int8attn_rotary_params_t rotary_params_defaults();
 int8attn_mask_params_t mask_params_defaults();
 
 // int8attn_forward (o != null) and int8attn_forward_workspace_size (o == null, shape_only:
@@ -37,6 +38,9 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
                                  const int8attn_tensor_t* x_int8, const int8attn_tensor_t* scales,
                                  const int8attn_tensor_t* mean,
                                  const int8attn_quantize_params_t* params);
+RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
+                             const int8attn_tensor_t* cos, const int8attn_tensor_t* sin,
+                             const int8attn_tensor_t* out, const int8attn_rotary_params_t* params);
 
 MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q, const int8attn_tensor_t* k,
                          const int8attn_tensor_t* mask, const int8attn_mask_params_t* params);

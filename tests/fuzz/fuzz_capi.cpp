@@ -2,7 +2,7 @@
 //
 // The input decodes into a short sequence of API calls (tests/fuzz/README.md gives the format):
 // forward and its workspace query, K/V cache create/append/forward/reset/destroy, quantize,
-// block-mask prediction, timestep policies, contexts and the small entry points. Every field can
+// the rotary embedding, block-mask prediction, timestep policies, contexts and the small entry points. Every field can
 // be valid or hostile: descriptors with fuzzed rank, shape, strides, dtype and device, NULL or
 // misaligned pointers, outputs overlapping other tensors, params structs with garbage
 // struct_size and tails, NaN/inf scalars. Data buffers are allocated with exactly the span the
@@ -879,7 +879,20 @@ void check_unchanged(const Call& c, const char* call) {
 
 // After a successful call: every tensor it took was well-formed, on the CPU, aligned, with data,
 // and no output overlaps another tensor or the caller workspace.
-void check_accepted(const Call& c, const char* call, bool data_required = true) {
+// `in_place`: an (output, input) pair allowed to be the same memory when their descriptors are
+// identical (int8attn_rotary's out = x).
+struct InPlace {
+  const Tensor* out = nullptr;
+  const Tensor* in = nullptr;
+};
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  const int r = a.d.rank;
+  return r >= 1 && r <= INT8ATTN_MAX_RANK && r == b.d.rank && a.d.data == b.d.data &&
+         a.d.dtype == b.d.dtype && std::equal(a.d.shape, a.d.shape + r, b.d.shape) &&
+         std::equal(a.d.strides, a.d.strides + r, b.d.strides);
+}
+void check_accepted(const Call& c, const char* call, bool data_required = true,
+                    InPlace in_place = InPlace()) {
   for (int i = 0; i < c.n; ++i) {
     const Tensor& t = c.t[i];
     if (!t.used || !t.present) continue;
@@ -913,6 +926,7 @@ void check_accepted(const Call& c, const char* call, bool data_required = true) 
       const Tensor& b = c.t[j];
       if (j == i || !b.used || !b.present || !b.d.data) continue;
       const uintptr_t b0 = reinterpret_cast<uintptr_t>(b.d.data), b1 = b0 + b.span;
+      if (&a == in_place.out && &b == in_place.in && same_tensor(a, b)) continue;
       if (a0 < b1 && b0 < a1)
         fail("%s succeeded although output %s overlaps %s", call, a.name, b.name);
     }
@@ -1926,6 +1940,118 @@ void op_quantize(Reader& r, State& s) {
       }
 }
 
+void op_rotary(Reader& r, State& s) {
+  const uint8_t c0 = r.u8();
+  int8attn_context_t* ctx = pick_ctx(s, c0 & 7);
+  const bool in_place = c0 & 8;
+  const uint8_t b = r.u8(), h = r.u8(), nb = r.u8(), db = r.u8(), dtb = r.u8();
+  const int64_t B = decode_small(b, 3), H = decode_small(h, 4), N = decode_tokens(nb);
+  // Even head dims mostly; odd and bad ones from the table.
+  const int64_t D = db < 0xE0 ? 2 * (1 + db % 64) : decode_head_dim(db);
+  const int32_t dt = decode_dtype(dtb);
+  StructArg<int8attn_rotary_params_t> prm;
+  int8attn_rotary_params_init(&prm.v);
+  int8attn_rotary_params_t& p = prm.v;
+  prm.read_header(r);
+  static const int32_t kReserved[] = {0, 0, 0, 1, -1};
+  p.reserved0 = pick(kReserved, r.u8());
+  p.stream = decode_stream(r.u8());
+  Call c;
+  Tensor& x = c.add(r, attn_expect("x", B, H, N, D, dt));
+  Expect et;
+  et.name = "cos";
+  et.rank = 2;
+  et.shape[0] = N;
+  et.shape[1] = D;
+  Tensor& cs = c.add(r, et);
+  et.name = "sin";
+  Tensor& sn = c.add(r, et);
+  Tensor& out = c.add(r, attn_expect("out", B, H, N, D, dt, true));
+  const uint8_t alias = r.u8();
+  if (alias) {
+    Tensor& t = c.t[(alias & 0x0f) % c.n];
+    t.alias = (alias >> 4) % c.n;
+    t.alias_off = r.u8();
+  }
+  c.work = dim_or1(x.d.shape[0]) * dim_or1(x.d.shape[1]) * dim_or1(x.d.shape[2]) *
+           dim_or1(x.d.shape[3]) * 4;
+  if (!materialize(c, s.seed + s.op, s.work_left)) return;
+  if (in_place) {  // out = x's very descriptor and buffer: the one overlap the API allows
+    const char* name = out.name;
+    out = x;
+    out.name = name;
+    out.output = true;
+  }
+  const int8attn_rotary_params_t* pp = prm.arg();
+  trace().add("#%d rotary(ctx=%s, %s %s %s %s, struct_size %u%s, reserved0 %d%s)", s.op,
+              ctx_name(s, ctx), describe(x).c_str(), describe(cs).c_str(), describe(sn).c_str(),
+              describe(out).c_str(), prm.struct_size(), pp ? "" : " params=NULL", p.reserved0,
+              in_place ? ", in place" : "");
+  // x's values before the call (an in-place call overwrites them).
+  InputStats in;
+  scan_input(c, x, in);
+  scan_input(c, cs, in);
+  scan_input(c, sn, in);
+  const bool check_values = in.finite && in.bounded && x.present && x.d.data && x.spannable &&
+                            !x.huge && is_float_dtype(x.d.dtype) && x.d.rank == 4 &&
+                            x.d.shape[3] % 2 == 0 &&
+                            dim_or1(x.d.shape[0]) * dim_or1(x.d.shape[1]) * dim_or1(x.d.shape[2]) *
+                                    dim_or1(x.d.shape[3]) <=
+                                65536;  // bounded work (broadcast descriptors can be huge)
+  // In place (asked for, or out aliased onto x's very elements): the call overwrites x.
+  const bool overwrites_x = in_place || (x.present && out.present && same_tensor(out, x));
+  std::vector<float> xv;
+  if (check_values && overwrites_x) {
+    for (int64_t i0 = 0; i0 < x.d.shape[0]; ++i0)
+      for (int64_t i1 = 0; i1 < x.d.shape[1]; ++i1)
+        for (int64_t i2 = 0; i2 < x.d.shape[2]; ++i2)
+          for (int64_t i3 = 0; i3 < x.d.shape[3]; ++i3) xv.push_back(elem(x, i0, i1, i2, i3));
+  }
+  const int32_t st = int8attn_rotary(ctx, x.arg(), cs.arg(), sn.arg(), out.arg(), pp);
+  check_status("rotary", st);
+  if (st != INT8ATTN_OK) {
+    check_unchanged(c, "rotary");
+    return;
+  }
+  if (!ctx) fail("rotary succeeded with context = NULL");
+  check_accepted(c, "rotary", true, InPlace{&out, &x});
+  if (pp && p.reserved0 != 0) fail("rotary succeeded with reserved0 %d", p.reserved0);
+  if (!is_float_dtype(x.d.dtype) || x.d.rank != 4 || x.d.shape[3] % 2 != 0)
+    fail("rotary succeeded with %s", describe(x).c_str());
+  const int64_t xs[4] = {x.d.shape[0], x.d.shape[1], x.d.shape[2], x.d.shape[3]};
+  const int64_t ts[2] = {xs[2], xs[3]};
+  require_shape("rotary", out, 4, xs, x.d.dtype);
+  require_shape("rotary", cs, 2, ts, INT8ATTN_DTYPE_F32);
+  require_shape("rotary", sn, 2, ts, INT8ATTN_DTYPE_F32);
+  check_outputs_written(c, "rotary", [&](const Tensor&, const int64_t*, const uint8_t*) {});
+  if (!check_values) return;
+  // Bit for bit: each product and sum rounded to float32, then to the dtype.
+  auto table = [](const Tensor& t, int64_t n, int64_t d) {
+    const int64_t off = n * t.d.strides[0] + d * t.d.strides[1];
+    return load_value(static_cast<const uint8_t*>(t.d.data) + off * t.esize(), t.d.dtype);
+  };
+  size_t k = 0;
+  for (int64_t i0 = 0; i0 < xs[0]; ++i0)
+    for (int64_t i1 = 0; i1 < xs[1]; ++i1)
+      for (int64_t n = 0; n < xs[2]; ++n)
+        for (int64_t d = 0; d < xs[3]; d += 2, k += 2) {
+          const float x0 = overwrites_x ? xv[k] : elem(x, i0, i1, n, d);
+          const float x1 = overwrites_x ? xv[k + 1] : elem(x, i0, i1, n, d + 1);
+          volatile float a = x0 * table(cs, n, d), b2 = x1 * table(sn, n, d);
+          volatile float c2 = x1 * table(cs, n, d + 1), d2 = x0 * table(sn, n, d + 1);
+          const float want[2] = {a - b2, c2 + d2};
+          for (int j = 0; j < 2; ++j) {
+            uint8_t wb[4], gb[4];
+            store_value(wb, out.d.dtype, want[j]);
+            store_value(gb, out.d.dtype, elem(out, i0, i1, n, d + j));
+            if (std::memcmp(wb, gb, out.esize()) != 0)
+              fail("rotary: out[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+                   "] = %.9g but the formula gives %.9g",
+                   i0, i1, n, d + j, double(elem(out, i0, i1, n, d + j)), double(want[j]));
+          }
+        }
+}
+
 void op_mask(Reader& r, State& s) {
   const uint8_t c0 = r.u8();
   int8attn_context_t* ctx = pick_ctx(s, c0 & 7);
@@ -2453,8 +2579,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using Op = void (*)(Reader&, State&);
   static const Op kOps[] = {op_forward,     op_cache_create, op_cache_append, op_cache_forward,
                             op_cache_reset, op_quantize,     op_mask,         op_policy_create,
-                            op_policy_use,  op_context,      op_misc,         op_forward};
-  for (s.op = 0; s.op < kMaxOps && !r.empty(); ++s.op) kOps[r.u8() % 12](r, s);
+                            op_policy_use,  op_context,      op_misc,         op_forward,
+                            op_rotary};
+  for (s.op = 0; s.op < kMaxOps && !r.empty(); ++s.op) kOps[r.u8() % 13](r, s);
   for (CacheSlot& cs : s.cache) {
     int8attn_kv_cache_destroy(cs.h);
     cs = CacheSlot();

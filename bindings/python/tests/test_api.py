@@ -386,6 +386,22 @@ def test_quantize_multiplier_and_nhd(rng):
                                rtol=1e-5)
 
 
+def test_rotary_matches_float32_formula_nhd_and_in_place(rng):
+    x = randn(rng, 2, 33, 3, 16)  # NHD
+    cos, sin = randn(rng, 33, 16), randn(rng, 33, 16)
+    out = int8attn.rotary(x, cos, sin, layout="NHD")
+    assert out.shape == x.shape and out.dtype == np.float32
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    rot = np.stack([-x[..., 1::2], x[..., 0::2]], axis=-1).reshape(x.shape)
+    want = (x * c).astype(np.float32) + (rot * s).astype(np.float32)  # float32 rounding
+    np.testing.assert_array_equal(out, want)
+    y = x.copy()
+    assert int8attn.rotary(y, cos, sin, layout="NHD", out=y) is y  # in place
+    np.testing.assert_array_equal(y, want)
+    with pytest.raises(int8attn.InvalidArgumentError, match="head dim.*even"):
+        int8attn.rotary(randn(rng, 1, 2, 4, 7), randn(rng, 4, 7), randn(rng, 4, 7))
+
+
 def test_read_only_output_is_rejected_and_untouched(rng, tmp_path):
     q = randn(rng, 1, 2, 16, 32)
     blob = bytes(np.full(q.size, 7.0, dtype=np.float32).tobytes())

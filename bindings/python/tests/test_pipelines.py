@@ -541,7 +541,7 @@ def test_diffusers_models_eager(name):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("sequence_dim", [1, 2])
 def test_lean_rotary_is_bit_identical(dtype, sequence_dim):
-    """int8attn's apply_rotary_emb (fewer passes) rounds exactly as diffusers' does, with Flux's
+    """int8attn's apply_rotary_emb (one pass) rounds exactly as diffusers' does, with Flux's
     interleaved tables and with arbitrary ones; other variants go to diffusers' own."""
     from diffusers.models.embeddings import apply_rotary_emb, get_1d_rotary_pos_embed
 

@@ -261,6 +261,41 @@ namespace Int8Attn
             finally { Exit(); }
         }
 
+        /// <summary>Rotate the interleaved channel pairs of host fp32 x [B, H, N, D] by token n's angles
+        /// (int8attn_rotary): out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i],
+        /// out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1], each product and sum rounded to float32.
+        /// <paramref name="cos"/> and <paramref name="sin"/> are fp32 [N, D] (row-major).</summary>
+        public unsafe void Rotary(ReadOnlySpan<float> x, TensorLayout xLayout, ReadOnlySpan<float> cos, ReadOnlySpan<float> sin,
+                                  Span<float> output, TensorLayout outputLayout)
+        {
+            xLayout.CheckBuffer(x.Length, 4, "x"); outputLayout.CheckBuffer(output.Length, 4, "output");
+            if (xLayout.Shape.Length != 4)
+                throw new Int8AttnException(Status.BadShape, "x: rank is " + xLayout.Shape.Length + "; it must be 4 [B, H, N, D]");
+            var table = TensorLayout.Contiguous(DType.F32, xLayout.Shape[2], xLayout.Shape[3]);  // [N, D]
+            table.CheckBuffer(cos.Length, 4, "cos"); table.CheckBuffer(sin.Length, 4, "sin");
+            fixed (float* xp = &MemoryMarshal.GetReference(x))
+            fixed (float* cp = &MemoryMarshal.GetReference(cos))
+            fixed (float* sp = &MemoryMarshal.GetReference(sin))
+            fixed (float* op = &MemoryMarshal.GetReference(output))
+            {
+                var xd = xLayout.Describe((IntPtr)xp); var cd = table.Describe((IntPtr)cp);
+                var sd = table.Describe((IntPtr)sp); var od = outputLayout.Describe((IntPtr)op);
+                Rotary(xd, cd, sd, od);
+            }
+        }
+
+        /// <summary>Rotary embedding with descriptors (any device; <paramref name="output"/> may be x itself).</summary>
+        public unsafe void Rotary(TensorDescriptor x, TensorDescriptor cos, TensorDescriptor sin, TensorDescriptor output,
+                                  IntPtr stream = default(IntPtr))
+        {
+            RotaryParamsNative p;
+            NativeMethods.int8attn_rotary_params_init(&p);
+            p.Stream = stream;
+            Enter();
+            try { Library.Check(NativeMethods.int8attn_rotary(handle, &x, &cos, &sin, &output, &p)); }
+            finally { Exit(); }
+        }
+
         /// <summary>Predict a uint8 block mask [B, Hq, ⌈Nq/q_block⌉, ⌈Nk/k_block⌉] from host fp32 Q and K.</summary>
         public unsafe void PredictBlockMask(ReadOnlySpan<float> q, TensorLayout qLayout, ReadOnlySpan<float> k, TensorLayout kLayout,
                                             Span<byte> mask, TensorLayout maskLayout, MaskOptions options = null)

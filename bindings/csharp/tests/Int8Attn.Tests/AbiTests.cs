@@ -23,6 +23,7 @@ namespace Int8Attn.Tests
             { "int8attn_quantize_params_t", "Int8Attn.QuantizeParamsNative" },
             { "int8attn_kv_cache_params_t", "Int8Attn.KvCacheParamsNative" },
             { "int8attn_mask_params_t", "Int8Attn.MaskParamsNative" },
+            { "int8attn_rotary_params_t", "Int8Attn.RotaryParamsNative" },
         };
 
         static readonly Dictionary<string, Type> EnumPrefixes = new Dictionary<string, Type>
@@ -157,7 +158,7 @@ namespace Int8Attn.Tests
                     functions++;
                 }
             }
-            Assert.That(structs == 7 && fields > 50 && consts > 40 && functions == 34,
+            Assert.That(structs == 8 && fields > 50 && consts > 40 && functions == 36,
                 "parsed the baseline (" + structs + " structs, " + fields + " fields, " + consts + " consts, " + functions + " functions)");
             // Every C# mirror field is in the baseline (no extra or missing fields).
             foreach (var kv in StructTypes)

@@ -175,6 +175,38 @@ namespace Int8Attn.Tests
             }
         }
 
+        static int Bits(float f) { return BitConverter.ToInt32(BitConverter.GetBytes(f), 0); }
+
+        [Test(Description = "rotary is the float32 formula, bit for bit")]
+        public void RotaryIsTheFloat32Formula()
+        {
+            int h = 2, n = 5, d = 8;
+            var x = Data(h * n * d, 12, d, 0f);
+            var cos = Data(n * d, 13, d, 0f); var sin = Data(n * d, 14, d, 0f);
+            var output = new float[x.Length];
+            using (var ctx = new Context())
+            {
+                var layout = TensorLayout.Contiguous(DType.F32, 1, h, n, d);
+                ctx.Rotary(x, layout, cos, sin, output, layout);
+                for (int row = 0; row < h * n; row++)
+                {
+                    int t = (row % n) * d;
+                    for (int i = 0; i < d; i += 2)
+                    {
+                        float x0 = x[row * d + i], x1 = x[row * d + i + 1];
+                        float y0 = (float)((float)(x0 * cos[t + i]) - (float)(x1 * sin[t + i]));
+                        float y1 = (float)((float)(x1 * cos[t + i + 1]) + (float)(x0 * sin[t + i + 1]));
+                        if (Bits(output[row * d + i]) != Bits(y0) || Bits(output[row * d + i + 1]) != Bits(y1))
+                            Assert.Fail("row " + row + ", pair " + i + ": " + output[row * d + i] + ", " + output[row * d + i + 1] +
+                                        " instead of " + y0 + ", " + y1);
+                    }
+                }
+                var e = Assert.Throws<Int8AttnException>(() => ctx.Rotary(x, TensorLayout.Contiguous(DType.F32, 1, h, n * d / 7, 7),
+                                                                           cos, sin, output, TensorLayout.Contiguous(DType.F32, 1, h, n * d / 7, 7)));
+                Assert.That(e.Status, Is.EqualTo(Status.BadShape), "odd head dim");
+            }
+        }
+
         [Test(Description = "quantize round-trips within half a step")]
         public void QuantizeRoundTripsWithinHalfAStep()
         {

@@ -655,6 +655,42 @@ def quantize(x: ArrayLike, *, granularity: Union[str, int] = "block", smooth: bo
     return x8, sc, mean
 
 
+def rotary(x: ArrayLike, cos: ArrayLike, sin: ArrayLike, *, layout: str = "HND",
+           out: Any = None, context: Optional[Context] = None, stream: Any = None) -> Any:
+    """Rotate the interleaved channel pairs of ``x`` by per-token angles (rotary position
+    embedding, the convention of Flux and of diffusers' ``apply_rotary_emb``) in one pass:
+    ``out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]``,
+    ``out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]``, each product and sum rounded to
+    float32 and the result to ``x``'s dtype: bit-identical to evaluating that in float32.
+
+    Args:
+        x: [B, H, N, D] (or [B, N, H, D] with ``layout="NHD"``), float16/bfloat16/float32, D
+            even.
+        cos, sin: float32 [N, D] on ``x``'s device (any strides, 0 to broadcast).
+        layout: "HND" or "NHD" (``out`` has the same layout).
+        out: Optional output like ``x``; may be ``x`` itself (in place).
+        context: Optional :class:`Context`.
+        stream: Optional CUDA stream.
+
+    Returns:
+        ``out`` (a new array like ``x`` when not given).
+    """
+    xv = T.to_hnd(T.as_view(x, "x"), layout, "x")
+    if xv.desc.rank != 4:
+        raise ValueError(f"x: expected rank 4 [B, H, N, D], got rank {xv.desc.rank}")
+    cv = T.as_view(cos, "cos")
+    sv = T.as_view(sin, "sin")
+    if out is None:
+        out = T.new_empty(xv, tuple(xv.obj.shape), xv.desc.dtype, "out")
+    ov = T.to_hnd(T.as_view(out, "out", allow_copy=False), layout, "out")
+    p = L.RotaryParams()
+    L.lib().int8attn_rotary_params_init(ctypes.byref(p))
+    p.stream = T.current_stream(xv, stream)
+    L.call("int8attn_rotary", _ctx_for(context, xv).handle, xv.ptr(), cv.ptr(), sv.ptr(), ov.ptr(),
+           ctypes.byref(p))
+    return out
+
+
 def predict_block_mask(q: ArrayLike, k: ArrayLike, *, q_block: int = L.MASK_Q_BLOCK_DEFAULT,
                        k_block: int = L.MASK_K_BLOCK_DEFAULT,
                        keep_ratio: Optional[float] = None, threshold: Optional[float] = None,

@@ -240,6 +240,16 @@ class QuantizeParams(ctypes.Structure):
     ]
 
 
+class RotaryParams(ctypes.Structure):
+    """Mirror of ``int8attn_rotary_params_t``."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("reserved0", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
 class KVCacheParams(ctypes.Structure):
     """Mirror of ``int8attn_kv_cache_params_t``."""
 
@@ -332,6 +342,8 @@ _PROTOTYPES: Dict[str, Any] = {
     "int8attn_kv_cache_length": (_status, [ctypes.POINTER(ctypes.c_int64), _vp]),
     "int8attn_kv_cache_append": (_status, [_vp, _pT, _pT, _vp]),
     "int8attn_kv_cache_forward": (_status, [_vp, _pT, _vp, _pT, ctypes.POINTER(ForwardParams)]),
+    "int8attn_rotary_params_init": (None, [ctypes.POINTER(RotaryParams)]),
+    "int8attn_rotary": (_status, [_vp, _pT, _pT, _pT, _pT, ctypes.POINTER(RotaryParams)]),
     "int8attn_mask_params_init": (None, [ctypes.POINTER(MaskParams)]),
     "int8attn_predict_block_mask": (_status, [_vp, _pT, _pT, _pT, ctypes.POINTER(MaskParams)]),
 }

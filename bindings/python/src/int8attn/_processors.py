@@ -492,7 +492,7 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
     """``fn`` (a processor's ``__call__``) with ``F`` and ``dispatch_attention_fn`` in its
     globals bound to ``config``; None when its code names neither (nothing to reroute).
     diffusers' ``apply_rotary_emb``, where its globals hold it, becomes the bit-identical
-    :func:`~int8attn._rotary.lean_apply_rotary_emb` (fewer passes over memory in eager mode).
+    :func:`~int8attn._rotary.lean_apply_rotary_emb` (one pass over memory, in eager mode).
 
     The new globals are the dict of a module registered in ``sys.modules`` under its own name:
     ``torch.compile`` guards a function's globals through the module its ``__name__`` names, so

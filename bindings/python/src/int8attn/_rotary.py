@@ -1,15 +1,14 @@
-"""diffusers' rotary embedding in fewer passes over memory, with bit-identical results.
+"""diffusers' rotary embedding in one pass over memory, with bit-identical results.
 
 ``diffusers.models.embeddings.apply_rotary_emb`` (interleaved pairs, ``use_real=True``: Flux,
 HunyuanVideo, …) computes ``(x.float() * cos + x_rotated.float() * sin).to(x.dtype)`` with
 ``x_rotated`` the pairs (−x₂ᵢ₊₁, x₂ᵢ) built by a negation and a stack: eight eager kernels.
 In Flux's eager step at 1024 px on an H100 they take 40 of 186 ms, more than its attention.
-:func:`rotate_pairs` computes the same float32 products, sums and final rounding (an IEEE
-subtraction is the addition of the negated value, and a mixed bf16·fp32 multiply widens
-exactly, as ``.float()`` does) in five kernels and ~22 bytes of traffic per element. The
-wrapped processors (:class:`~int8attn.Int8SDPAProcessor`) whose module imports diffusers'
-function (Flux) call it in its place; under ``torch.compile`` the original runs, since inductor
-fuses it into one kernel anyway.
+:func:`lean_apply_rotary_emb` computes the same float32 products, sums and final rounding with
+:func:`int8attn.rotary` (``int8attn_rotary``: one read and one write of Q or K, on either
+backend). The wrapped processors (:class:`~int8attn.Int8SDPAProcessor`) whose module imports
+diffusers' function (Flux) call it in its place; under ``torch.compile`` and where gradients
+are needed the original runs (inductor fuses it into one kernel anyway).
 """
 from __future__ import annotations
 
@@ -18,16 +17,16 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from . import _api
+
 # Input dtypes whose ``.float()`` is the exact widening a mixed multiply by float32 also does.
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                  sequence_dim: int) -> torch.Tensor:
-    """The rotary embedding of interleaved pairs: out₂ᵢ = x₂ᵢ·cos₂ᵢ − x₂ᵢ₊₁·sin₂ᵢ,
-    out₂ᵢ₊₁ = x₂ᵢ₊₁·cos₂ᵢ₊₁ + x₂ᵢ·sin₂ᵢ₊₁, each product and sum rounded to float32 and the
-    result to ``x.dtype``, as diffusers' ``apply_rotary_emb`` (``use_real=True``,
-    ``use_real_unbind_dim=-1``) rounds them.
+    """diffusers' ``apply_rotary_emb(x, (cos, sin), sequence_dim=...)`` (``use_real=True``,
+    ``use_real_unbind_dim=-1``) by :func:`int8attn.rotary`, bit for bit.
 
     Args:
         x: ``[B, H, S, D]`` (``sequence_dim=2``) or ``[B, S, H, D]`` (``sequence_dim=1``),
@@ -35,19 +34,7 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         cos, sin: ``[S, D]`` float32 tables on ``x``'s device.
         sequence_dim: 1 or 2.
     """
-    if sequence_dim == 2:
-        c, s = cos[None, None], sin[None, None]
-    else:
-        c, s = cos[None, :, None], sin[None, :, None]
-    t = x * c  # float32: x·cos
-    p = torch.empty(t.shape, dtype=torch.float32, device=x.device)
-    out = torch.empty_like(x)
-    xv, sv, tv, pv, ov = (a.unflatten(-1, (-1, 2)) for a in (x, s, t, p, out))
-    torch.mul(xv[..., 1], sv[..., 0], out=pv[..., 0])  # x₂ᵢ₊₁·sin₂ᵢ
-    torch.mul(xv[..., 0], sv[..., 1], out=pv[..., 1])  # x₂ᵢ·sin₂ᵢ₊₁
-    torch.sub(tv[..., 0], pv[..., 0], out=ov[..., 0])
-    torch.add(tv[..., 1], pv[..., 1], out=ov[..., 1])
-    return out
+    return _api.rotary(x, cos, sin, layout="NHD" if sequence_dim == 1 else "HND")
 
 
 def _takes(x: Any, freqs_cis: Any, use_real: bool, use_real_unbind_dim: int,
@@ -55,11 +42,15 @@ def _takes(x: Any, freqs_cis: Any, use_real: bool, use_real_unbind_dim: int,
     """Whether rotate_pairs gives diffusers' result for these arguments."""
     if not (use_real and use_real_unbind_dim == -1 and sequence_dim in (1, 2)):
         return False
-    if not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES or x.dim() != 4:
+    if (not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES or x.dim() != 4
+            or x.numel() == 0):
         return False
     if not isinstance(freqs_cis, Sequence) or len(freqs_cis) != 2:
         return False
     cos, sin = freqs_cis
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, cos, sin)
+                                       if isinstance(t, torch.Tensor)):
+        return False  # int8attn.rotary has no backward
     want = (x.shape[sequence_dim], x.shape[-1])
     return (x.shape[-1] % 2 == 0 and all(
         isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.device == x.device
@@ -68,8 +59,8 @@ def _takes(x: Any, freqs_cis: Any, use_real: bool, use_real_unbind_dim: int,
 
 def lean_apply_rotary_emb(original: Callable[..., Any]) -> Callable[..., Any]:
     """A drop-in for diffusers' ``apply_rotary_emb`` (``original``): :func:`rotate_pairs` where
-    it gives the same result in eager mode, ``original`` otherwise (other layouts and dtypes,
-    complex tables, ``torch.compile``)."""
+    it gives the same result in eager mode, ``original`` otherwise (other variants and dtypes,
+    complex tables, gradients, ``torch.compile``)."""
 
     @functools.wraps(original)
     def apply_rotary_emb(x: torch.Tensor, freqs_cis: Any, use_real: bool = True,

@@ -1903,3 +1903,109 @@ extern "C" {
         params: *const int8attn_mask_params_t,
     ) -> int8attn_status_t;
 }
+#[doc = " @brief Options of int8attn_rotary()."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct int8attn_rotary_params_t {
+    #[doc = "< sizeof(int8attn_rotary_params_t); set by the init function."]
+    pub struct_size: u32,
+    #[doc = "< Must be 0."]
+    pub reserved0: i32,
+    #[doc = "< cudaStream_t for GPU tensors."]
+    pub stream: *mut ::std::os::raw::c_void,
+}
+#[test]
+fn bindgen_test_layout_int8attn_rotary_params_t() {
+    assert_eq!(
+        ::std::mem::size_of::<int8attn_rotary_params_t>(),
+        16usize,
+        concat!("Size of: ", stringify!(int8attn_rotary_params_t))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<int8attn_rotary_params_t>(),
+        8usize,
+        concat!("Alignment of ", stringify!(int8attn_rotary_params_t))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<int8attn_rotary_params_t>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(int8attn_rotary_params_t),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<int8attn_rotary_params_t>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(int8attn_rotary_params_t),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_stream() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<int8attn_rotary_params_t>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(int8attn_rotary_params_t),
+                "::",
+                stringify!(stream)
+            )
+        );
+    }
+    test_field_stream();
+}
+extern "C" {
+    #[doc = " @brief Set @p params to the defaults (and its struct_size)."]
+    #[doc = "  @param[out] params Struct to initialise; NULL is ignored."]
+    pub fn int8attn_rotary_params_init(params: *mut int8attn_rotary_params_t);
+}
+extern "C" {
+    #[doc = " @brief Rotate the interleaved channel pairs of x [B, H, N, D] by per-token angles (rotary"]
+    #[doc = "        position embedding, the convention of Flux and of diffusers' `apply_rotary_emb`):"]
+    #[doc = "        `out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]` and"]
+    #[doc = "        `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, each product and each sum"]
+    #[doc = "        rounded to float32 and the result rounded to nearest-even in out's dtype: bit-identical"]
+    #[doc = "        to evaluating that formula in float32 (no fused multiply-add), on every backend."]
+    #[doc = "        One pass over x, so Q or K can be rotated right before int8attn_forward() without the"]
+    #[doc = "        several passes of a framework's elementwise kernels."]
+    #[doc = " @param[in] context The context."]
+    #[doc = " @param[in] x Input [B, H, N, D] (fp16/bf16/fp32), D even; any strides (e.g. NHD memory)."]
+    #[doc = " @param[in] cos float32 [N, D], token n's cosines; strides may be 0 (broadcast)."]
+    #[doc = " @param[in] sin float32 [N, D], token n's sines; strides may be 0 (broadcast)."]
+    #[doc = " @param[in] out Output with x's shape and dtype (written); it may be x itself (in place) but"]
+    #[doc = "            must not otherwise overlap x, cos or sin."]
+    #[doc = " @param[in] params Options, or NULL for the defaults."]
+    #[doc = " @return ::INT8ATTN_OK or an error status; on error nothing is written."]
+    pub fn int8attn_rotary(
+        context: *mut int8attn_context_t,
+        x: *const int8attn_tensor_t,
+        cos: *const int8attn_tensor_t,
+        sin: *const int8attn_tensor_t,
+        out: *const int8attn_tensor_t,
+        params: *const int8attn_rotary_params_t,
+    ) -> int8attn_status_t;
+}

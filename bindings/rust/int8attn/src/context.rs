@@ -2,7 +2,7 @@
 
 use crate::cache::{KvCache, KvCacheOptions};
 use crate::error::{check, Error, Result, Status};
-use crate::params::{ForwardParams, MaskParams, QuantizeParams};
+use crate::params::{ForwardParams, MaskParams, QuantizeParams, RotaryParams};
 use crate::tensor::{TensorView, TensorViewMut};
 use crate::types::DeviceType;
 use int8attn_sys as sys;
@@ -196,6 +196,24 @@ impl Context {
         // SAFETY: valid descriptors (mean may be NULL).
         check(unsafe {
             sys::int8attn_quantize(self.as_raw(), x.as_raw(), x_int8.as_raw(), scales.as_raw(), mean_ptr, params.as_raw())
+        })
+    }
+
+    /// Rotate the interleaved channel pairs of `x [B, H, N, D]` by token n's angles
+    /// (`int8attn_rotary`): `out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]`,
+    /// `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, each product and sum rounded to
+    /// float32, the result to `out`'s dtype (x's). `cos` and `sin` are float32 `[N, D]`.
+    pub fn rotary(
+        &self,
+        x: &TensorView<'_>,
+        cos: &TensorView<'_>,
+        sin: &TensorView<'_>,
+        out: &mut TensorViewMut<'_>,
+        params: &RotaryParams,
+    ) -> Result<()> {
+        // SAFETY: valid descriptors.
+        check(unsafe {
+            sys::int8attn_rotary(self.as_raw(), x.as_raw(), cos.as_raw(), sin.as_raw(), out.as_raw(), params.as_raw())
         })
     }
 

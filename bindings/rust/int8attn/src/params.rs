@@ -264,3 +264,37 @@ impl MaskParams {
         &self.raw
     }
 }
+
+/// Options of [`Context::rotary`](crate::Context::rotary) (`int8attn_rotary_params_t`).
+#[derive(Clone, Debug)]
+pub struct RotaryParams {
+    raw: sys::int8attn_rotary_params_t,
+}
+
+impl Default for RotaryParams {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RotaryParams {
+    /// The library's defaults (the default stream).
+    pub fn new() -> Self {
+        let mut raw = std::mem::MaybeUninit::<sys::int8attn_rotary_params_t>::zeroed();
+        // SAFETY: init writes the whole struct.
+        unsafe { sys::int8attn_rotary_params_init(raw.as_mut_ptr()) };
+        RotaryParams { raw: unsafe { raw.assume_init() } }
+    }
+    /// CUDA stream for GPU tensors.
+    ///
+    /// # Safety
+    /// `stream` must be a valid stream of the tensors' device (or NULL).
+    pub unsafe fn stream(mut self, stream: *mut c_void) -> Self {
+        self.raw.stream = stream;
+        self
+    }
+    /// The C struct.
+    pub fn as_raw(&self) -> &sys::int8attn_rotary_params_t {
+        &self.raw
+    }
+}

@@ -420,6 +420,34 @@ fn quantize_round_trips() {
 }
 
 #[test]
+fn rotary_is_the_float32_formula() {
+    let ctx = Context::new().unwrap();
+    let (b, h, n, d) = (1usize, 2usize, 5usize, 8usize);
+    let x = data(b * h * n * d, 11, d, 0.0);
+    let cos = data(n * d, 12, d, 0.0);
+    let sin = data(n * d, 13, d, 0.0);
+    let mut out = vec![0f32; x.len()];
+    let shape = [b as i64, h as i64, n as i64, d as i64];
+    ctx.rotary(
+        &TensorView::from_slice(&x, &shape).unwrap(),
+        &TensorView::from_slice(&cos, &[n as i64, d as i64]).unwrap(),
+        &TensorView::from_slice(&sin, &[n as i64, d as i64]).unwrap(),
+        &mut TensorViewMut::from_slice(&mut out, &shape).unwrap(),
+        &RotaryParams::new(),
+    )
+    .unwrap();
+    for row in 0..h * n {
+        let t = row % n;
+        for i in (0..d).step_by(2) {
+            let (x0, x1) = (x[row * d + i], x[row * d + i + 1]);
+            let (c, s) = (&cos[t * d..], &sin[t * d..]);
+            assert_eq!(out[row * d + i].to_bits(), (x0 * c[i] - x1 * s[i]).to_bits());
+            assert_eq!(out[row * d + i + 1].to_bits(), (x1 * c[i + 1] + x0 * s[i + 1]).to_bits());
+        }
+    }
+}
+
+#[test]
 fn mask_block_defaults_are_the_header_constants() {
     // ForwardParams::block_mask and MaskParams::blocks override these; callers that size a mask
     // for the defaults use the sys constants, so the init functions must agree with them.
