@@ -565,6 +565,49 @@ def test_lean_rotary_is_bit_identical(dtype, sequence_dim):
     assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
 
 
+@needs_diffusers
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_wan_nested_rotary_is_bit_identical(dtype):
+    """Wan's processor defines its rotary function inside __call__: the wrapped processor's code
+    gets a stand-in calling int8attn.rotary, bit-identical to the nested original (Wan's tables
+    and arbitrary ones), and a tiny Wan model runs through it."""
+    from diffusers import WanTransformer3DModel
+    from diffusers.models.transformers.transformer_wan import WanAttnProcessor
+
+    from int8attn import _rotary
+
+    code = WanAttnProcessor.__call__.__code__
+    _, nested = _rotary.nested_rotary_code(code)
+    original = type(lambda: 0)(nested, {"torch": torch})
+    lean = _rotary.lean_wan_rotary(original)
+    S, H, D = 30, 3, 16
+    x = (randn(2, S, H, D, seed=31) * 4).to(dtype)
+    rope = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=H, attention_head_dim=D,
+                                 in_channels=4, out_channels=4, text_dim=32, freq_dim=16,
+                                 ffn_dim=32, num_layers=1, rope_max_seq_len=64).rope
+    cos, sin = rope(randn(1, 4, 1, 10, 12, seed=32))  # [1, S=30, 1, D]
+    for c, s in [(cos, sin), (randn(1, S, 1, D, seed=33), randn(1, S, 1, D, seed=34))]:
+        for _ in range(2):  # the first call is checked against the original, the second is not
+            out, ref = lean(x, c, s), original(x, c, s)
+            assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+
+    torch.manual_seed(0)
+    model = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=2,
+                                  attention_head_dim=16, in_channels=4, out_channels=4,
+                                  text_dim=32, freq_dim=16, ffn_dim=64, num_layers=1,
+                                  rope_max_seq_len=64).eval()
+    inputs = dict(hidden_states=randn(1, 4, 3, 8, 8, seed=35), timestep=torch.tensor([500.0]),
+                  encoder_hidden_states=randn(1, 8, 32, seed=36))
+    ref = _out(model, inputs)
+    int8attn.replace_attention_with_int8(model, mode="exact", route="always")
+    wrapped = [m.processor for m in model.modules()
+               if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
+    assert wrapped and all(_rotary.WAN_ROTARY_GLOBAL in w._routed.__globals__ for w in wrapped)
+    assert rel_l1(_out(model, inputs), ref) < 1e-3
+    state = wrapped[0]._routed.__globals__[_rotary.WAN_ROTARY_GLOBAL].state
+    assert state == {"checked": True, "ok": True}  # ran int8attn.rotary, equal to the original
+
+
 def _joint_attention(context_pre_only, qk_norm):
     from diffusers.models.attention_processor import Attention, JointAttnProcessor2_0
 

@@ -31,7 +31,8 @@ from . import _torch_op
 from ._api import (Mode, ModeLike, TimestepPolicy, _granularity, parse_mode,
                    warn_mode_overrides_policy)
 from ._lib import NotSupportedError
-from ._rotary import lean_apply_rotary_emb
+from ._rotary import (WAN_ROTARY_GLOBAL, lean_apply_rotary_emb, lean_wan_rotary,
+                      nested_rotary_code)
 
 _ORIGINAL_SDPA = F.scaled_dot_product_attention
 _ROUTES = ("auto", "always")
@@ -492,7 +493,9 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
     """``fn`` (a processor's ``__call__``) with ``F`` and ``dispatch_attention_fn`` in its
     globals bound to ``config``; None when its code names neither (nothing to reroute).
     diffusers' ``apply_rotary_emb``, where its globals hold it, becomes the bit-identical
-    :func:`~int8attn._rotary.lean_apply_rotary_emb` (one pass over memory, in eager mode).
+    :func:`~int8attn._rotary.lean_apply_rotary_emb` (one pass over memory, in eager mode), and a
+    nested one of Wan's signature :func:`~int8attn._rotary.lean_wan_rotary`
+    (:func:`~int8attn._rotary.nested_rotary_code`).
 
     The new globals are the dict of a module registered in ``sys.modules`` under its own name:
     ``torch.compile`` guards a function's globals through the module its ``__name__`` names, so
@@ -525,6 +528,12 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
             return None
         sys.modules[name] = module
         weakref.finalize(config, sys.modules.pop, name, None)
+    nested = nested_rotary_code(code)
+    if nested is not None:
+        code = nested[0]
+        if WAN_ROTARY_GLOBAL not in module.__dict__:
+            module.__dict__[WAN_ROTARY_GLOBAL] = lean_wan_rotary(
+                types.FunctionType(nested[1], origin, "apply_rotary_emb"))
     new = types.FunctionType(code, module.__dict__, fn.__name__, fn.__defaults__,
                              fn.__closure__)
     new.__kwdefaults__ = fn.__kwdefaults__

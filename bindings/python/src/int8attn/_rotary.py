@@ -13,7 +13,8 @@ are needed the original runs (inductor fuses it into one kernel anyway).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+import types
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -72,4 +73,74 @@ def lean_apply_rotary_emb(original: Callable[..., Any]) -> Callable[..., Any]:
                         use_real_unbind_dim=use_real_unbind_dim, sequence_dim=sequence_dim)
 
     apply_rotary_emb.__int8attn_lean__ = True  # type: ignore[attr-defined]
+    return apply_rotary_emb
+
+
+# ---- Wan: the rotary function its processor defines inside ``__call__`` ----------------------
+
+# The name the stand-in looks up in the wrapped processor's (rebound) globals.
+WAN_ROTARY_GLOBAL = "_int8attn_wan_rotary"
+_WAN_ARGS = ("hidden_states", "freqs_cos", "freqs_sin")
+
+
+def _wan_stand_in(hidden_states, freqs_cos, freqs_sin):  # noqa: ANN001, ANN202
+    return _int8attn_wan_rotary(hidden_states, freqs_cos, freqs_sin)  # noqa: F821
+
+
+def nested_rotary_code(code: types.CodeType) -> Optional[Any]:
+    """``code`` (a processor's ``__call__``) with its nested ``apply_rotary_emb(hidden_states,
+    freqs_cos, freqs_sin)`` (Wan's) replaced by a stand-in that calls the global
+    :data:`WAN_ROTARY_GLOBAL`, and the nested function's original code; None when it has none."""
+    consts = list(code.co_consts)
+    for i, c in enumerate(consts):
+        if (isinstance(c, types.CodeType) and c.co_name == "apply_rotary_emb"
+                and c.co_varnames[:3] == _WAN_ARGS and c.co_argcount == 3 and not c.co_freevars):
+            consts[i] = _wan_stand_in.__code__.replace(co_name=c.co_name)
+            return code.replace(co_consts=tuple(consts)), c
+    return None
+
+
+def _wan_tables(x: torch.Tensor, freqs_cos: Any, freqs_sin: Any) -> Optional[tuple]:
+    """int8attn_rotary's [S, D] tables for Wan's pairing (pair i: cos of channel 2i, sin of
+    channel 2i+1, for both of its outputs), or None where the arguments are not Wan's layout."""
+    if (not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES or x.dim() != 4
+            or x.numel() == 0 or x.shape[-1] % 2):
+        return None
+    S, D = x.shape[1], x.shape[-1]
+    for t in (freqs_cos, freqs_sin):
+        if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device != x.device
+                or t.numel() != S * D or t.shape[-1] != D or t.requires_grad):
+            return None
+    if torch.is_grad_enabled() and x.requires_grad:
+        return None
+    c = freqs_cos.reshape(S, D)[:, 0::2].repeat_interleave(2, dim=-1)
+    s = freqs_sin.reshape(S, D)[:, 1::2].repeat_interleave(2, dim=-1)
+    return c, s
+
+
+def lean_wan_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A drop-in for Wan's nested ``apply_rotary_emb`` (``original``, [B, S, H, D] input and
+    [1, S, 1, D] float32 tables): :func:`int8attn.rotary` with tables that reproduce its pairing,
+    in eager mode. Its first call also runs ``original`` and keeps the int8attn path only if
+    every output bit agrees (a diffusers version whose function differs falls back for good)."""
+    state = {"checked": False, "ok": True}
+
+    def apply_rotary_emb(hidden_states: torch.Tensor, freqs_cos: Any, freqs_sin: Any) -> Any:
+        tables = None
+        if state["ok"] and not torch.compiler.is_compiling():
+            tables = _wan_tables(hidden_states, freqs_cos, freqs_sin)
+        if tables is None:
+            return original(hidden_states, freqs_cos, freqs_sin)
+        out = _api.rotary(hidden_states, tables[0], tables[1], layout="NHD")
+        if not state["checked"]:
+            ref = original(hidden_states, freqs_cos, freqs_sin)
+            state["checked"] = True
+            state["ok"] = (ref.dtype == out.dtype and ref.shape == out.shape
+                           and torch.equal(ref.view(torch.uint8), out.view(torch.uint8)))
+            if not state["ok"]:
+                return ref
+        return out
+
+    apply_rotary_emb.__int8attn_lean__ = True  # type: ignore[attr-defined]
+    apply_rotary_emb.state = state  # type: ignore[attr-defined]  # whether the check passed
     return apply_rotary_emb
