@@ -565,6 +565,22 @@ def test_lean_rotary_is_bit_identical(dtype, sequence_dim):
     assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
 
 
+def test_rotary_fast_path_matches_the_general_one():
+    """The per-call path for torch tensors (what the processors use) gives int8attn.rotary's
+    bits, declines what it does not cover, and raises the library's errors."""
+    from int8attn import _fastpath
+
+    x = randn(2, 9, 3, 8, seed=41).to(torch.bfloat16)  # [B, S, H, D]
+    cos, sin = randn(9, 8, seed=42), randn(9, 8, seed=43)
+    out = torch.empty_like(x)
+    assert _fastpath.rotary(x, cos, sin, out, True)
+    ref = int8attn.rotary(x, cos, sin, layout="NHD")
+    assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+    assert not _fastpath.rotary(x, cos.double(), sin, out, True)  # float64 tables: not covered
+    with pytest.raises(int8attn.InvalidArgumentError, match="sin"):
+        _fastpath.rotary(x, cos, sin[:8], out, True)  # 8 tokens of angles for 9
+
+
 @needs_diffusers
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_wan_nested_rotary_is_bit_identical(dtype):

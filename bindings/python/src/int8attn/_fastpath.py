@@ -27,15 +27,19 @@ from . import _lib as L
 _DESC = struct.Struct("<Qiiii4q16x4q")
 assert _DESC.size == 104 and ctypes.sizeof(L.Tensor) == 120
 
+# A rank-2 descriptor (int8attn_rotary's tables): shape[0..1], then strides[0..1].
+_DESC2 = struct.Struct("<Qiiii2q32x2q")
+
 _dtypes: Dict[Any, int] = {}
 _raw_stream: Any = None
 _torch_tensor: Any = None
 _forward_fn: Any = None
+_rotary_fn: Any = None
 
 
 def _init_torch() -> None:
     """Bind the torch names this path uses (once, on the first call)."""
-    global _raw_stream, _torch_tensor, _forward_fn
+    global _raw_stream, _torch_tensor, _forward_fn, _rotary_fn
     import torch
 
     _dtypes.update({torch.float16: L.DTYPE_F16, torch.bfloat16: L.DTYPE_BF16,
@@ -46,9 +50,12 @@ def _init_torch() -> None:
             return int(torch.cuda.current_stream(device).cuda_stream)
     _raw_stream = getter
     # The same symbol without argtypes: byref objects and c_void_p values pass unconverted.
-    fn = L.lib()["int8attn_forward"]
-    fn = ctypes.CFUNCTYPE(ctypes.c_int32)(ctypes.cast(fn, ctypes.c_void_p).value)
-    _forward_fn = fn
+    def raw(name: str) -> Any:
+        fn = L.lib()[name]
+        return ctypes.CFUNCTYPE(ctypes.c_int32)(ctypes.cast(fn, ctypes.c_void_p).value)
+
+    _forward_fn = raw("int8attn_forward")
+    _rotary_fn = raw("int8attn_rotary")
     _torch_tensor = torch.Tensor
 
 
@@ -62,6 +69,9 @@ class _Slots(threading.local):
         L.lib().int8attn_forward_params_init(ctypes.byref(self.params))
         self.params_ref = ctypes.byref(self.params)
         self.contexts: Dict[int, Any] = {}  # device id -> (Context, c_void_p handle)
+        self.rotary_params = L.RotaryParams()
+        L.lib().int8attn_rotary_params_init(ctypes.byref(self.rotary_params))
+        self.rotary_params_ref = ctypes.byref(self.rotary_params)
 
 
 _slots = _Slots()
@@ -131,3 +141,37 @@ def forward(q: Any, k: Any, v: Any, out: Any, mode: int, causal: bool,
 
 
 _RENAMES = {"o": "out"}  # the C API's argument names -> the Python ones, in error messages
+
+
+def _pack_table(desc: L.Tensor, t: Any, dev: int, _pack_into: Any = _DESC2.pack_into) -> bool:
+    """Fill ``desc`` from a float32 rank-2 tensor ``t`` on device ``dev``; False otherwise."""
+    if len(t.shape) != 2 or _dtypes.get(t.dtype) != L.DTYPE_F32 or t.get_device() != dev:
+        return False
+    sh, st = t.shape, t.stride()
+    _pack_into(desc, 0, t.data_ptr(), L.DEVICE_CUDA if dev >= 0 else L.DEVICE_CPU,
+               dev if dev > 0 else 0, L.DTYPE_F32, 2, sh[0], sh[1], st[0], st[1])
+    return True
+
+
+def rotary(x: Any, cos: Any, sin: Any, out: Any, nhd: bool) -> bool:
+    """Run ``int8attn_rotary`` on torch tensors into ``out``; False if this path does not cover
+    the call (then nothing ran and the general path must be taken)."""
+    if _rotary_fn is None:
+        _init_torch()
+    tt = _torch_tensor
+    if not (type(x) is tt and type(cos) is tt and type(sin) is tt and type(out) is tt):
+        return False
+    s = _slots
+    d = s.descs
+    dev = x.get_device()
+    if not (_pack(d[0], x, dev, nhd) and _pack_table(d[1], cos, dev)
+            and _pack_table(d[2], sin, dev) and _pack(d[3], out, out.get_device(), nhd)):
+        return False
+    p = s.rotary_params
+    p.stream = (_raw_stream(dev) or None) if dev >= 0 else None
+    r = s.refs
+    status = _rotary_fn(_context_handle(dev if dev >= 0 else 0), r[0], r[1], r[2], r[3],
+                        s.rotary_params_ref)
+    if status != L.OK:
+        L.check(status, "int8attn_rotary")
+    return True

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from . import _api
+from . import _api, _fastpath
 
 # Input dtypes whose ``.float()`` is the exact widening a mixed multiply by float32 also does.
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -35,7 +35,15 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
         cos, sin: ``[S, D]`` float32 tables on ``x``'s device.
         sequence_dim: 1 or 2.
     """
-    return _api.rotary(x, cos, sin, layout="NHD" if sequence_dim == 1 else "HND")
+    return _rotate(x, cos, sin, sequence_dim == 1)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, nhd: bool) -> torch.Tensor:
+    """int8attn.rotary into a new tensor like ``x``, by the per-call fast path where it applies."""
+    out = torch.empty_like(x)
+    if _fastpath.rotary(x, cos, sin, out, nhd):
+        return out
+    return _api.rotary(x, cos, sin, layout="NHD" if nhd else "HND", out=out)
 
 
 def _takes(x: Any, freqs_cis: Any, use_real: bool, use_real_unbind_dim: int,
@@ -131,7 +139,7 @@ def lean_wan_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
             tables = _wan_tables(hidden_states, freqs_cos, freqs_sin)
         if tables is None:
             return original(hidden_states, freqs_cos, freqs_sin)
-        out = _api.rotary(hidden_states, tables[0], tables[1], layout="NHD")
+        out = _rotate(hidden_states, tables[0], tables[1], True)
         if not state["checked"]:
             ref = original(hidden_states, freqs_cos, freqs_sin)
             state["checked"] = True
