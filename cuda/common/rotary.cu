@@ -15,15 +15,8 @@
 namespace int8attn {
 namespace {
 
-template <typename T>
-__device__ __forceinline__ float to_f32(T v) {
-  if constexpr (std::is_same<T, float>::value)
-    return v;
-  else if constexpr (std::is_same<T, __half>::value)
-    return __half2float(v);
-  else
-    return __bfloat162float(v);
-}
+// Round to nearest even, overflowing to infinity (as torch's casts do; unlike
+// dev::store_from_float, which saturates attention outputs).
 template <typename T>
 __device__ __forceinline__ T from_f32(float v) {
   if constexpr (std::is_same<T, float>::value)
@@ -85,7 +78,7 @@ __global__ void rotary_kernel(const RotaryProblem p, RowOrder order) {
         sv[k] = s4.x, sv[k + 1] = s4.y, sv[k + 2] = s4.z, sv[k + 3] = s4.w;
       }
 #pragma unroll
-      for (int k = 0; k < kChunk; ++k) x[k] = to_f32(in.e[k]);
+      for (int k = 0; k < kChunk; ++k) x[k] = dev::to_float(in.e[k]);
 #pragma unroll
       for (int k = 0; k < kChunk; k += 2)
         rotary::rotate_pair(x[k], x[k + 1], cv[k], sv[k], cv[k + 1], sv[k + 1], y[k], y[k + 1]);
@@ -96,7 +89,7 @@ __global__ void rotary_kernel(const RotaryProblem p, RowOrder order) {
       const T* xs = static_cast<const T*>(p.x.data) + xo;
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
-        x[k] = to_f32(xs[(d0 + k) * p.x.stride[3]]);
+        x[k] = dev::to_float(xs[(d0 + k) * p.x.stride[3]]);
         cv[k] = c[(d0 + k) * p.cos_stride[1]];
         sv[k] = s[(d0 + k) * p.sin_stride[1]];
       }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -46,24 +47,30 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, nhd: bool) ->
     return _api.rotary(x, cos, sin, layout="NHD" if nhd else "HND", out=out)
 
 
+def _rotatable(x: Any, tables: Sequence[Any]) -> bool:
+    """Whether int8attn.rotary can stand in for a float32 rotation of ``x`` (a 4-D fp16, bf16 or
+    fp32 tensor, D even) by float32 ``tables`` on its device, with no gradient needed."""
+    if (not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES or x.dim() != 4
+            or x.numel() == 0 or x.shape[-1] % 2):
+        return False
+    if not all(isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.device == x.device
+               for t in tables):
+        return False
+    # int8attn.rotary has no backward
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in (x, *tables)))
+
+
 def _takes(x: Any, freqs_cis: Any, use_real: bool, use_real_unbind_dim: int,
            sequence_dim: int) -> bool:
     """Whether rotate_pairs gives diffusers' result for these arguments."""
     if not (use_real and use_real_unbind_dim == -1 and sequence_dim in (1, 2)):
         return False
-    if (not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES or x.dim() != 4
-            or x.numel() == 0):
-        return False
     if not isinstance(freqs_cis, Sequence) or len(freqs_cis) != 2:
         return False
-    cos, sin = freqs_cis
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (x, cos, sin)
-                                       if isinstance(t, torch.Tensor)):
-        return False  # int8attn.rotary has no backward
+    if not _rotatable(x, freqs_cis):
+        return False
     want = (x.shape[sequence_dim], x.shape[-1])
-    return (x.shape[-1] % 2 == 0 and all(
-        isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.device == x.device
-        and tuple(t.shape) == want for t in (cos, sin)))
+    return all(tuple(t.shape) == want for t in freqs_cis)
 
 
 def lean_apply_rotary_emb(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -108,22 +115,31 @@ def nested_rotary_code(code: types.CodeType) -> Optional[Any]:
     return None
 
 
-def _wan_tables(x: torch.Tensor, freqs_cos: Any, freqs_sin: Any) -> Optional[tuple]:
+class _WanTables:
     """int8attn_rotary's [S, D] tables for Wan's pairing (pair i: cos of channel 2i, sin of
-    channel 2i+1, for both of its outputs), or None where the arguments are not Wan's layout."""
-    if (not isinstance(x, torch.Tensor) or x.dtype not in _DTYPES or x.dim() != 4
-            or x.numel() == 0 or x.shape[-1] % 2):
-        return None
-    S, D = x.shape[1], x.shape[-1]
-    for t in (freqs_cos, freqs_sin):
-        if (not isinstance(t, torch.Tensor) or t.dtype != torch.float32 or t.device != x.device
-                or t.numel() != S * D or t.shape[-1] != D or t.requires_grad):
+    channel 2i+1, for both of its outputs). A transformer step passes every layer, Q and K alike,
+    the same (freqs_cos, freqs_sin), so the last pair's tables are kept: built once a step."""
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.tables: Any = None
+
+    def get(self, x: Any, freqs_cos: Any, freqs_sin: Any) -> Optional[tuple]:
+        """The tables, or None where the arguments are not Wan's layout ([B, S, H, D] input,
+        S·D float32 entries per table)."""
+        if not _rotatable(x, (freqs_cos, freqs_sin)):
             return None
-    if torch.is_grad_enabled() and x.requires_grad:
-        return None
-    c = freqs_cos.reshape(S, D)[:, 0::2].repeat_interleave(2, dim=-1)
-    s = freqs_sin.reshape(S, D)[:, 1::2].repeat_interleave(2, dim=-1)
-    return c, s
+        S, D = x.shape[1], x.shape[-1]
+        if any(t.numel() != S * D or t.shape[-1] != D for t in (freqs_cos, freqs_sin)):
+            return None
+        key = (freqs_cos.data_ptr(), freqs_cos._version, freqs_sin.data_ptr(), freqs_sin._version,
+               S, D, x.device)
+        if self.key != key or self.tables[2]() is not freqs_cos:
+            c = freqs_cos.reshape(S, D)[:, 0::2].repeat_interleave(2, dim=-1)
+            s = freqs_sin.reshape(S, D)[:, 1::2].repeat_interleave(2, dim=-1)
+            # The weak reference makes a new tensor at a freed one's address miss the cache.
+            self.key, self.tables = key, (c, s, weakref.ref(freqs_cos))
+        return self.tables[0], self.tables[1]
 
 
 def lean_wan_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -132,11 +148,12 @@ def lean_wan_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
     in eager mode. Its first call also runs ``original`` and keeps the int8attn path only if
     every output bit agrees (a diffusers version whose function differs falls back for good)."""
     state = {"checked": False, "ok": True}
+    cache = _WanTables()
 
     def apply_rotary_emb(hidden_states: torch.Tensor, freqs_cos: Any, freqs_sin: Any) -> Any:
         tables = None
         if state["ok"] and not torch.compiler.is_compiling():
-            tables = _wan_tables(hidden_states, freqs_cos, freqs_sin)
+            tables = cache.get(hidden_states, freqs_cos, freqs_sin)
         if tables is None:
             return original(hidden_states, freqs_cos, freqs_sin)
         out = _rotate(hidden_states, tables[0], tables[1], True)
