@@ -750,6 +750,52 @@ INT8ATTN_API int8attn_status_t int8attn_rotary(int8attn_context_t* context,
 
 /** @} */
 
+/** @defgroup rms_norm RMS normalization
+ *  @{ */
+
+/** @brief Options of int8attn_rms_norm(). */
+typedef struct int8attn_rms_norm_params_t {
+  uint32_t struct_size; /**< sizeof(int8attn_rms_norm_params_t); set by the init function. */
+  float eps;            /**< Added to the mean square before the root; ≥ 0. Default 1e-6. */
+  void* stream;         /**< cudaStream_t for GPU tensors. */
+} int8attn_rms_norm_params_t;
+
+/** @brief Set @p params to the defaults (and its struct_size).
+ *  @param[out] params Struct to initialise; NULL is ignored. */
+INT8ATTN_API void int8attn_rms_norm_params_init(int8attn_rms_norm_params_t* params);
+
+/**
+ * @brief RMS-normalize each row of x [B, H, N, D] over its D channels, optionally times a
+ *        per-channel weight (the query/key normalization of Flux, SD3.5, Wan and HunyuanVideo,
+ *        in diffusers' `RMSNorm` convention), in one read of x and one write of out:
+ *        `r = 1 / sqrt(mean(x²) + eps)`, `y = x·r`; with a fp16/bf16 weight, y is rounded to the
+ *        weight's dtype and then multiplied by it; with a float32 weight it is multiplied in
+ *        float32; the result is rounded to nearest-even in out's dtype. Every product, sum,
+ *        division and root is rounded to float32, and the squares are summed in one fixed order
+ *        (a row's 8-channel chunks dealt round-robin to 2^k ≤ 32 partial sums, then summed in
+ *        pairs), so the result is bit-identical on every backend. Against diffusers' own
+ *        evaluation (another summation order, an approximate reciprocal root) a 16-bit result
+ *        differs by at most two units in the last place in about one element in 10⁵ (one
+ *        rounding of x·r moving, then carried through the weight's), a float32 one by a
+ *        few float32 roundings.
+ *        To normalize across heads (Wan), describe the [B, N, H·D] rows as [B, 1, N, H·D].
+ * @param[in] context The context.
+ * @param[in] x Input [B, H, N, D] (fp16/bf16/fp32); any strides (e.g. NHD memory).
+ * @param[in] weight Per-channel weight [D] (fp16/bf16/fp32, any stride), or NULL for none.
+ * @param[in] out Output with x's shape, any of fp16/bf16/fp32 (written); it may be x itself
+ *            (in place: same data and strides, and then the same dtype) but must not otherwise
+ *            overlap x or weight.
+ * @param[in] params Options, or NULL for the defaults.
+ * @return ::INT8ATTN_OK or an error status; on error nothing is written.
+ */
+INT8ATTN_API int8attn_status_t int8attn_rms_norm(int8attn_context_t* context,
+                                                 const int8attn_tensor_t* x,
+                                                 const int8attn_tensor_t* weight,
+                                                 const int8attn_tensor_t* out,
+                                                 const int8attn_rms_norm_params_t* params);
+
+/** @} */
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -77,6 +77,9 @@ INT8ATTN_EXPECT_SIGNATURE(int8attn_predict_block_mask,
 INT8ATTN_EXPECT_SIGNATURE(int8attn_rotary_params_init, void (*)(int8attn_rotary_params_t*));
 INT8ATTN_EXPECT_SIGNATURE(int8attn_rotary, st (*)(int8attn_context_t*, const T*, const T*, const T*,
                                                   const T*, const int8attn_rotary_params_t*));
+INT8ATTN_EXPECT_SIGNATURE(int8attn_rms_norm_params_init, void (*)(int8attn_rms_norm_params_t*));
+INT8ATTN_EXPECT_SIGNATURE(int8attn_rms_norm, st (*)(int8attn_context_t*, const T*, const T*,
+                                                    const T*, const int8attn_rms_norm_params_t*));
 
 }  // namespace
 

@@ -143,6 +143,7 @@ TEST(AbiLayout, ParamsInitSetsStructSize) {
   int8attn_kv_cache_params_t k;
   int8attn_mask_params_t m;
   int8attn_rotary_params_t r;
+  int8attn_rms_norm_params_t n;
   int8attn_context_params_init(&c);
   int8attn_policy_params_init(&p);
   int8attn_forward_params_init(&f);
@@ -150,6 +151,7 @@ TEST(AbiLayout, ParamsInitSetsStructSize) {
   int8attn_kv_cache_params_init(&k);
   int8attn_mask_params_init(&m);
   int8attn_rotary_params_init(&r);
+  int8attn_rms_norm_params_init(&n);
   EXPECT_EQ(c.struct_size, sizeof(c));
   EXPECT_EQ(p.struct_size, sizeof(p));
   EXPECT_EQ(f.struct_size, sizeof(f));
@@ -157,6 +159,7 @@ TEST(AbiLayout, ParamsInitSetsStructSize) {
   EXPECT_EQ(k.struct_size, sizeof(k));
   EXPECT_EQ(m.struct_size, sizeof(m));
   EXPECT_EQ(r.struct_size, sizeof(r));
+  EXPECT_EQ(n.struct_size, sizeof(n));
 }
 
 TEST(AbiLayout, EnumeratorValues) {
@@ -168,7 +171,7 @@ TEST(AbiLayout, EnumeratorValues) {
 TEST(AbiLayout, ExportedFunctions) {
   // Taking each function's address makes the test fail to link if one disappears.
   for (const auto& f : kFunctions) EXPECT_NE(f.address, nullptr) << f.name;
-  EXPECT_EQ(sizeof(kFunctions) / sizeof(kFunctions[0]), 36u)
+  EXPECT_EQ(sizeof(kFunctions) / sizeof(kFunctions[0]), 38u)
       << "functions were added: append them to tests/abi/int8attn_abi_baseline.inc and to the "
          "bindings (the C# test checks its P/Invoke list against the baseline)";
 }

@@ -1,6 +1,6 @@
-// Host launchers of the auxiliary GPU kernels: block-mask prediction (block_mask.cu) and the
-// standalone quantize entry point (quantize.cu) and the rotary embedding (rotary.cu). All follow the
-// CPU backend's semantics.
+// Host launchers of the auxiliary GPU kernels: block-mask prediction (block_mask.cu), the
+// standalone quantize entry point (quantize.cu), the rotary embedding (rotary.cu) and the RMS
+// normalization (rms_norm.cu). All follow the CPU backend's semantics.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,5 +18,8 @@ cudaError_t launch_quantize(const QuantizeProblem& p, float* workspace, cudaStre
 
 // int8attn_rotary (no workspace; bit-identical to the CPU backend).
 cudaError_t launch_rotary(const RotaryProblem& p, cudaStream_t s);
+
+// int8attn_rms_norm (no workspace; bit-identical to the CPU backend).
+cudaError_t launch_rms_norm(const RmsNormProblem& p, cudaStream_t s);
 
 }  // namespace int8attn

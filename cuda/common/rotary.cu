@@ -6,51 +6,19 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "common/rotary_math.h"
 #include "cuda/common/aux_kernels.h"
+#include "cuda/common/elementwise.cuh"
 #include "cuda/common/mma.cuh"
 
 namespace int8attn {
 namespace {
 
-// Round to nearest even, overflowing to infinity (as torch's casts do; unlike
-// dev::store_from_float, which saturates attention outputs).
-template <typename T>
-__device__ __forceinline__ T from_f32(float v) {
-  if constexpr (std::is_same<T, float>::value)
-    return v;
-  else if constexpr (std::is_same<T, __half>::value)
-    return __float2half_rn(v);
-  else
-    return __float2bfloat16_rn(v);
-}
-
-// Rows (b, h, n) enumerated so that consecutive rows are the closer ones in x's memory: with
-// NHD memory (heads inside tokens) the head index runs fastest.
-struct RowOrder {
-  int64_t B, H, N;
-  bool heads_inner;
-  __device__ __forceinline__ void decode(int64_t row, int64_t& b, int64_t& h, int64_t& n) const {
-    if (heads_inner) {
-      h = row % H;
-      const int64_t bn = row / H;
-      n = bn % N;
-      b = bn / N;
-    } else {
-      n = row % N;
-      const int64_t bh = row / N;
-      h = bh % H;
-      b = bh / H;
-    }
-  }
-};
-
 // kVec: x and out rows contiguous and 16-byte aligned, cos/sin rows contiguous and 16-byte
 // aligned, D a multiple of the chunk: each thread rotates one chunk of kChunk channels.
 template <typename T, bool kVec>
-__global__ void rotary_kernel(const RotaryProblem p, RowOrder order) {
+__global__ void rotary_kernel(const RotaryProblem p, dev::RowOrder order) {
   constexpr int kChunk = kVec ? 16 / sizeof(T) : 2;  // channels a thread rotates
   const int64_t chunks = p.D / kChunk;
   const int64_t total = p.B * p.H * p.N * chunks;
@@ -83,7 +51,7 @@ __global__ void rotary_kernel(const RotaryProblem p, RowOrder order) {
       for (int k = 0; k < kChunk; k += 2)
         rotary::rotate_pair(x[k], x[k + 1], cv[k], sv[k], cv[k + 1], sv[k + 1], y[k], y[k + 1]);
 #pragma unroll
-      for (int k = 0; k < kChunk; ++k) out.e[k] = from_f32<T>(y[k]);
+      for (int k = 0; k < kChunk; ++k) out.e[k] = dev::from_f32<T>(y[k]);
       *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + oo + d0) = out.u;
     } else {
       const T* xs = static_cast<const T*>(p.x.data) + xo;
@@ -95,8 +63,8 @@ __global__ void rotary_kernel(const RotaryProblem p, RowOrder order) {
       }
       rotary::rotate_pair(x[0], x[1], cv[0], sv[0], cv[1], sv[1], y[0], y[1]);
       T* os = static_cast<T*>(p.out) + oo;
-      os[d0 * p.out_stride[3]] = from_f32<T>(y[0]);
-      os[(d0 + 1) * p.out_stride[3]] = from_f32<T>(y[1]);
+      os[d0 * p.out_stride[3]] = dev::from_f32<T>(y[0]);
+      os[(d0 + 1) * p.out_stride[3]] = dev::from_f32<T>(y[1]);
     }
   }
 }
@@ -131,7 +99,7 @@ cudaError_t launch_typed(const RotaryProblem& p, cudaStream_t s) {
   constexpr int kThreads = 256;
   // A grid-stride loop over a few waves of CTAs (8 per SM resident at 256 threads).
   const int64_t blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, 8LL * 4 * sms);
-  const RowOrder order{p.B, p.H, p.N, p.x.stride[1] < p.x.stride[2]};
+  const dev::RowOrder order{p.B, p.H, p.N, p.x.stride[1] < p.x.stride[2]};
   if (vec)
     rotary_kernel<T, true><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(p, order);
   else

@@ -105,6 +105,11 @@ class CudaBackend final : public Backend {
     cuda_check(launch_rotary(p, static_cast<cudaStream_t>(p.stream)), "rotary kernel");
   }
 
+  void rms_norm(const RmsNormProblem& p) override {
+    DeviceGuard guard(dev_.id);
+    cuda_check(launch_rms_norm(p, static_cast<cudaStream_t>(p.stream)), "rms_norm kernel");
+  }
+
   void predict_block_mask(const MaskProblem& p) override {
     DeviceGuard guard(dev_.id);
     if (p.nkb > 4096)

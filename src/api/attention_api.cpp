@@ -88,6 +88,22 @@ INT8ATTN_API int8attn_status_t int8attn_rotary(int8attn_context_t* context,
   });
 }
 
+INT8ATTN_API void int8attn_rms_norm_params_init(int8attn_rms_norm_params_t* params) {
+  if (params) *params = rms_norm_params_defaults();
+}
+
+INT8ATTN_API int8attn_status_t int8attn_rms_norm(int8attn_context_t* context,
+                                                 const int8attn_tensor_t* x,
+                                                 const int8attn_tensor_t* weight,
+                                                 const int8attn_tensor_t* out,
+                                                 const int8attn_rms_norm_params_t* params) {
+  return api::guard([&] {
+    Context& ctx = api::require_handle(context, "context");
+    RmsNormProblem p = resolve_rms_norm(ctx, x, weight, out, params);
+    ctx.backend(p.device_type, "x").rms_norm(p);
+  });
+}
+
 INT8ATTN_API void int8attn_mask_params_init(int8attn_mask_params_t* params) {
   if (params) *params = mask_params_defaults();
 }

@@ -89,6 +89,23 @@ struct RotaryProblem {
   void* stream = nullptr;
 };
 
+// int8attn_rms_norm: out[b,h,n,·] = x[b,h,n,·] / rms(x[b,h,n,·]) (· weight), the maths of
+// common/rms_norm_math.h.
+struct RmsNormProblem {
+  int64_t B = 0, H = 0, N = 0, D = 0;
+  DType x_dtype = DType::kF16, out_dtype = DType::kF16;
+  bool has_weight = false;
+  DType weight_dtype = DType::kF32;  // when has_weight
+  int32_t device_type = 0, device_id = 0;
+  Operand4 x;
+  void* out = nullptr;
+  int64_t out_stride[4] = {0, 0, 0, 0};
+  const void* weight = nullptr;
+  int64_t weight_stride = 0;
+  float eps = 1e-6f;
+  void* stream = nullptr;
+};
+
 struct MaskProblem {
   int64_t B = 0, Hq = 0, Hkv = 0, Nq = 0, Nk = 0, D = 0;
   DType dtype = DType::kF16;

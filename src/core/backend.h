@@ -33,6 +33,7 @@ class Backend {
   virtual void forward(const AttnProblem& p) = 0;
   virtual void quantize(const QuantizeProblem& p) = 0;
   virtual void rotary(const RotaryProblem& p) = 0;
+  virtual void rms_norm(const RmsNormProblem& p) = 0;
   virtual void predict_block_mask(const MaskProblem& p) = 0;
   virtual std::unique_ptr<KvCacheImpl> create_cache(const CacheSpec& spec, void* stream) = 0;
 

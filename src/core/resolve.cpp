@@ -55,6 +55,14 @@ int8attn_rotary_params_t rotary_params_defaults() {
   return p;
 }
 
+int8attn_rms_norm_params_t rms_norm_params_defaults() {
+  int8attn_rms_norm_params_t p{};
+  p.struct_size = sizeof(p);
+  p.eps = 1e-6f;
+  p.stream = nullptr;
+  return p;
+}
+
 int8attn_mask_params_t mask_params_defaults() {
   int8attn_mask_params_t p{};
   p.struct_size = sizeof(p);
@@ -465,6 +473,16 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
   return p;
 }
 
+namespace {
+
+// Whether rank-4 descriptors a and b are the same elements (an in-place call's out and x).
+bool same_elements(const int8attn_tensor_t& a, const int8attn_tensor_t& b) {
+  return a.data == b.data && a.device_type == b.device_type && a.device_id == b.device_id &&
+         a.dtype == b.dtype && std::equal(a.strides, a.strides + 4, b.strides);
+}
+
+}  // namespace
+
 RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
                              const int8attn_tensor_t* cos, const int8attn_tensor_t* sin,
                              const int8attn_tensor_t* out, const int8attn_rotary_params_t* params) {
@@ -489,10 +507,7 @@ RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
   for (int i = 0; i < 4; ++i) require_dim_eq(*out, "out", i, kAttnDims[i], x->shape[i], "x");
   // In place (out is x itself, element for element) is allowed: each thread reads a pair before
   // it writes it. Any other overlap is an error.
-  const bool in_place = out->data == x->data && out->device_type == x->device_type &&
-                        out->device_id == x->device_id &&
-                        std::equal(out->strides, out->strides + 4, x->strides);
-  if (!in_place) inputs.push_back(x_span);
+  if (!same_elements(*out, *x)) inputs.push_back(x_span);
   const int8attn_tensor_t* tables[2] = {cos, sin};
   const char* names[2] = {"cos", "sin"};
   for (int t = 0; t < 2; ++t) {
@@ -522,6 +537,71 @@ RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
     p.cos_stride[i] = cos->strides[i];
     p.sin_stride[i] = sin->strides[i];
   }
+  p.stream = prm.stream;
+  return p;
+}
+
+namespace {
+
+bool float_dtype(int32_t dtype) {
+  return dtype == INT8ATTN_DTYPE_F16 || dtype == INT8ATTN_DTYPE_BF16 || dtype == INT8ATTN_DTYPE_F32;
+}
+
+void require_float_dtype(const int8attn_tensor_t& t, const char* name) {
+  INT8ATTN_REQUIRE(
+      float_dtype(t.dtype), INT8ATTN_ERROR_BAD_DTYPE,
+      std::string(name) + ": dtype is " + dtype_name(t.dtype) + " but must be f16, bf16 or f32");
+}
+
+}  // namespace
+
+RmsNormProblem resolve_rms_norm(const Context& ctx, const int8attn_tensor_t* x,
+                                const int8attn_tensor_t* weight, const int8attn_tensor_t* out,
+                                const int8attn_rms_norm_params_t* params) {
+  int8attn_rms_norm_params_t prm = rms_norm_params_defaults();
+  copy_params(prm, params, "params");
+  INT8ATTN_REQUIRE(std::isfinite(prm.eps) && prm.eps >= 0.0f, INT8ATTN_ERROR_INVALID_ARGUMENT,
+                   "params->eps is " + std::to_string(prm.eps) + " but must be finite and >= 0");
+  static const char* const kRowDims4[4] = {"batch", "heads", "tokens", "channels"};
+  static const char* const kWeightDims[1] = {"channels"};
+  std::vector<Span> outputs, inputs;
+  const Span x_span = check_tensor(x, {"x", 4, kRowDims4, Role::Input, true});
+  require_float_dtype(*x, "x");
+  outputs.push_back(check_tensor(out, {"out", 4, kRowDims4, Role::Output, true}));
+  require_float_dtype(*out, "out");
+  require_same_device(*out, "out", *x, "x");
+  for (int i = 0; i < 4; ++i) require_dim_eq(*out, "out", i, kRowDims4[i], x->shape[i], "x");
+  // In place (out is x itself, element for element) is allowed: each row is read whole before
+  // any of it is written, by the same threads. Any other overlap is an error.
+  if (!same_elements(*out, *x)) inputs.push_back(x_span);
+  if (weight) {
+    inputs.push_back(check_tensor(weight, {"weight", 1, kWeightDims, Role::Input, true}));
+    require_float_dtype(*weight, "weight");
+    require_same_device(*weight, "weight", *x, "x");
+    require_dim_eq(*weight, "weight", 0, "channels", x->shape[3], "x");
+  }
+  check_context_device(ctx, *x, "x");
+  check_no_alias(outputs, inputs);
+
+  RmsNormProblem p;
+  p.B = x->shape[0];
+  p.H = x->shape[1];
+  p.N = x->shape[2];
+  p.D = x->shape[3];
+  p.x_dtype = static_cast<DType>(x->dtype);
+  p.out_dtype = static_cast<DType>(out->dtype);
+  p.device_type = x->device_type;
+  p.device_id = x->device_id;
+  p.x = operand(*x);
+  p.out = out->data;
+  copy4(p.out_stride, *out);
+  if (weight) {
+    p.has_weight = true;
+    p.weight_dtype = static_cast<DType>(weight->dtype);
+    p.weight = weight->data;
+    p.weight_stride = weight->strides[0];
+  }
+  p.eps = prm.eps;
   p.stream = prm.stream;
   return p;
 }

@@ -21,6 +21,7 @@ struct ForwardCall {
 int8attn_forward_params_t forward_params_defaults();
 int8attn_quantize_params_t quantize_params_defaults();
 int8attn_rotary_params_t rotary_params_defaults();
+int8attn_rms_norm_params_t rms_norm_params_defaults();
 int8attn_mask_params_t mask_params_defaults();
 
 // int8attn_forward (o != null) and int8attn_forward_workspace_size (o == null, shape_only:
@@ -41,6 +42,9 @@ QuantizeProblem resolve_quantize(const Context& ctx, const int8attn_tensor_t* x,
 RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
                              const int8attn_tensor_t* cos, const int8attn_tensor_t* sin,
                              const int8attn_tensor_t* out, const int8attn_rotary_params_t* params);
+RmsNormProblem resolve_rms_norm(const Context& ctx, const int8attn_tensor_t* x,
+                                const int8attn_tensor_t* weight, const int8attn_tensor_t* out,
+                                const int8attn_rms_norm_params_t* params);
 
 MaskProblem resolve_mask(const Context& ctx, const int8attn_tensor_t* q, const int8attn_tensor_t* k,
                          const int8attn_tensor_t* mask, const int8attn_mask_params_t* params);

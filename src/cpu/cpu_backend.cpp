@@ -10,6 +10,7 @@
 #include "cpu/cpu_cache.h"
 #include "cpu/kv_prepare.h"
 #include "cpu/quantize.h"
+#include "cpu/rms_norm.h"
 #include "cpu/rotary.h"
 #include "cpu/thread_pool.h"
 
@@ -51,6 +52,7 @@ class CpuBackend final : public Backend {
 
   void quantize(const QuantizeProblem& p) override { cpu::quantize(p, pool_); }
   void rotary(const RotaryProblem& p) override { cpu::rotary(p, pool_); }
+  void rms_norm(const RmsNormProblem& p) override { cpu::rms_norm(p, pool_); }
   void predict_block_mask(const MaskProblem& p) override { cpu::predict_block_mask(p, pool_); }
 
   std::unique_ptr<KvCacheImpl> create_cache(const CacheSpec& spec, void*) override {

@@ -2,7 +2,7 @@
 //
 // The input decodes into a short sequence of API calls (tests/fuzz/README.md gives the format):
 // forward and its workspace query, K/V cache create/append/forward/reset/destroy, quantize,
-// the rotary embedding, block-mask prediction, timestep policies, contexts and the small entry points. Every field can
+// the rotary embedding, RMS normalization, block-mask prediction, timestep policies, contexts and the small entry points. Every field can
 // be valid or hostile: descriptors with fuzzed rank, shape, strides, dtype and device, NULL or
 // misaligned pointers, outputs overlapping other tensors, params structs with garbage
 // struct_size and tails, NaN/inf scalars. Data buffers are allocated with exactly the span the
@@ -2052,6 +2052,143 @@ void op_rotary(Reader& r, State& s) {
         }
 }
 
+// The row's sum of squares in int8attn_rms_norm's documented order (8-channel chunk c into
+// partial sum c mod L, L the power of two >= the chunks, at most 32; then pairs s[i] + s[i+L/2]).
+float rms_ordered_sum(const std::vector<float>& x) {
+  const int64_t D = static_cast<int64_t>(x.size()), chunks = (D + 7) / 8;
+  int L = 1;
+  while (L < 32 && L < chunks) L *= 2;
+  float part[32] = {};
+  for (int64_t d = 0; d < D; ++d) {
+    volatile float sq = x[size_t(d)] * x[size_t(d)];
+    volatile float sum = part[(d / 8) % L] + sq;
+    part[(d / 8) % L] = sum;
+  }
+  for (int half = L / 2; half >= 1; half /= 2)
+    for (int i = 0; i < half; ++i) {
+      volatile float sum = part[i] + part[i + half];
+      part[i] = sum;
+    }
+  return part[0];
+}
+
+void op_rms_norm(Reader& r, State& s) {
+  const uint8_t c0 = r.u8();
+  int8attn_context_t* ctx = pick_ctx(s, c0 & 7);
+  const bool in_place = c0 & 8;
+  const uint8_t b = r.u8(), h = r.u8(), nb = r.u8(), db = r.u8(), dtb = r.u8(), wtb = r.u8(),
+                otb = r.u8();
+  const int64_t B = decode_small(b, 3), H = decode_small(h, 4), N = decode_tokens(nb);
+  // Any row length mostly (past one warp's 32 chunks too); bad ones from the table.
+  const int64_t D = db < 0xE0 ? 1 + (db * 7) % 400 : decode_head_dim(db);
+  StructArg<int8attn_rms_norm_params_t> prm;
+  int8attn_rms_norm_params_init(&prm.v);
+  int8attn_rms_norm_params_t& p = prm.v;
+  prm.read_header(r);
+  p.eps = read_float(r, 1e-6f);
+  p.stream = decode_stream(r.u8());
+  Call c;
+  Tensor& x = c.add(r, attn_expect("x", B, H, N, D, decode_dtype(dtb)));
+  Expect ew;
+  ew.name = "weight";
+  ew.rank = 1;
+  ew.shape[0] = D;
+  ew.dtype = decode_dtype(wtb);
+  Tensor& w = c.add(r, ew);
+  Tensor& out = c.add(r, attn_expect("out", B, H, N, D, decode_dtype(otb), true));
+  const uint8_t alias = r.u8();
+  if (alias) {
+    Tensor& t = c.t[(alias & 0x0f) % c.n];
+    t.alias = (alias >> 4) % c.n;
+    t.alias_off = r.u8();
+  }
+  c.work = dim_or1(x.d.shape[0]) * dim_or1(x.d.shape[1]) * dim_or1(x.d.shape[2]) *
+           dim_or1(x.d.shape[3]) * 4;
+  if (!materialize(c, s.seed + s.op, s.work_left)) return;
+  if (in_place) {  // out = x's very descriptor and buffer: the one overlap the API allows
+    const char* name = out.name;
+    out = x;
+    out.name = name;
+    out.output = true;
+  }
+  const int8attn_rms_norm_params_t* pp = prm.arg();
+  trace().add("#%d rms_norm(ctx=%s, %s %s %s, struct_size %u%s, eps %g%s)", s.op, ctx_name(s, ctx),
+              describe(x).c_str(), describe(w).c_str(), describe(out).c_str(), prm.struct_size(),
+              pp ? "" : " params=NULL", double(p.eps), in_place ? ", in place" : "");
+  InputStats in;
+  scan_input(c, x, in);
+  scan_input(c, w, in);
+  const bool has_w = w.present && w.arg() != nullptr;
+  const bool check_values = in.finite && in.bounded && x.present && x.d.data && x.spannable &&
+                            !x.huge && is_float_dtype(x.d.dtype) && x.d.rank == 4 &&
+                            (!has_w || (w.d.data && w.d.rank == 1)) &&
+                            dim_or1(x.d.shape[0]) * dim_or1(x.d.shape[1]) * dim_or1(x.d.shape[2]) *
+                                    dim_or1(x.d.shape[3]) <=
+                                65536;
+  // x's rows before the call (an in-place call overwrites them).
+  std::vector<float> xv;
+  if (check_values)
+    for (int64_t i0 = 0; i0 < x.d.shape[0]; ++i0)
+      for (int64_t i1 = 0; i1 < x.d.shape[1]; ++i1)
+        for (int64_t i2 = 0; i2 < x.d.shape[2]; ++i2)
+          for (int64_t i3 = 0; i3 < x.d.shape[3]; ++i3) xv.push_back(elem(x, i0, i1, i2, i3));
+  const int32_t st = int8attn_rms_norm(ctx, x.arg(), w.arg(), out.arg(), pp);
+  check_status("rms_norm", st);
+  if (st != INT8ATTN_OK) {
+    check_unchanged(c, "rms_norm");
+    return;
+  }
+  if (!ctx) fail("rms_norm succeeded with context = NULL");
+  check_accepted(c, "rms_norm", true, InPlace{&out, &x});
+  if (pp && !(std::isfinite(p.eps) && p.eps >= 0.0f))
+    fail("rms_norm succeeded with eps %g", double(p.eps));
+  if (!is_float_dtype(x.d.dtype) || x.d.rank != 4)
+    fail("rms_norm succeeded with %s", describe(x).c_str());
+  const int64_t xs[4] = {x.d.shape[0], x.d.shape[1], x.d.shape[2], x.d.shape[3]};
+  if (!is_float_dtype(out.d.dtype)) fail("rms_norm succeeded with %s", describe(out).c_str());
+  require_shape("rms_norm", out, 4, xs, out.d.dtype);
+  if (has_w) {
+    if (!is_float_dtype(w.d.dtype)) fail("rms_norm succeeded with %s", describe(w).c_str());
+    require_shape("rms_norm", w, 1, xs + 3, w.d.dtype);
+  }
+  check_outputs_written(c, "rms_norm", [&](const Tensor&, const int64_t*, const uint8_t*) {});
+  if (!check_values) return;
+  // Bit for bit: the documented order and roundings.
+  const float eps = pp ? p.eps : 1e-6f;
+  size_t k = 0;
+  std::vector<float> row(static_cast<size_t>(xs[3]));
+  for (int64_t i0 = 0; i0 < xs[0]; ++i0)
+    for (int64_t i1 = 0; i1 < xs[1]; ++i1)
+      for (int64_t n = 0; n < xs[2]; ++n) {
+        for (int64_t d = 0; d < xs[3]; ++d) row[size_t(d)] = xv[k++];
+        volatile float mean = rms_ordered_sum(row) / float(xs[3]);
+        volatile float root = std::sqrt(mean + eps);
+        volatile float rr = 1.0f / root;
+        for (int64_t d = 0; d < xs[3]; ++d) {
+          volatile float y = row[size_t(d)] * rr;
+          float want = y;
+          if (has_w) {
+            const float wv = load_value(
+                static_cast<const uint8_t*>(w.d.data) + d * w.d.strides[0] * w.esize(), w.d.dtype);
+            if (w.d.dtype != INT8ATTN_DTYPE_F32) {
+              uint8_t tb[4];
+              store_value(tb, w.d.dtype, want);
+              want = load_value(tb, w.d.dtype);
+            }
+            volatile float yw = want * wv;
+            want = yw;
+          }
+          uint8_t wb[4], gb[4];
+          store_value(wb, out.d.dtype, want);
+          store_value(gb, out.d.dtype, elem(out, i0, i1, n, d));
+          if (std::memcmp(wb, gb, out.esize()) != 0)
+            fail("rms_norm: out[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+                 "] = %.9g but the documented maths gives %.9g",
+                 i0, i1, n, d, double(elem(out, i0, i1, n, d)), double(want));
+        }
+      }
+}
+
 void op_mask(Reader& r, State& s) {
   const uint8_t c0 = r.u8();
   int8attn_context_t* ctx = pick_ctx(s, c0 & 7);
@@ -2580,8 +2717,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Op kOps[] = {op_forward,     op_cache_create, op_cache_append, op_cache_forward,
                             op_cache_reset, op_quantize,     op_mask,         op_policy_create,
                             op_policy_use,  op_context,      op_misc,         op_forward,
-                            op_rotary};
-  for (s.op = 0; s.op < kMaxOps && !r.empty(); ++s.op) kOps[r.u8() % 13](r, s);
+                            op_rotary,      op_rms_norm};
+  for (s.op = 0; s.op < kMaxOps && !r.empty(); ++s.op) kOps[r.u8() % 14](r, s);
   for (CacheSlot& cs : s.cache) {
     int8attn_kv_cache_destroy(cs.h);
     cs = CacheSlot();

@@ -402,6 +402,27 @@ def test_rotary_matches_float32_formula_nhd_and_in_place(rng):
         int8attn.rotary(randn(rng, 1, 2, 4, 7), randn(rng, 4, 7), randn(rng, 4, 7))
 
 
+def test_rms_norm_matches_the_formula_in_place_and_names_bad_arguments(rng):
+    x = randn(rng, 2, 5, 3, 40)
+    w = (1 + 0.3 * randn(rng, 40)).astype(np.float32)
+    out = int8attn.rms_norm(x, w, eps=1e-5)
+    assert out.shape == x.shape and out.dtype == np.float32
+    x64 = x.astype(np.float64)
+    want = x64 / np.sqrt((x64 ** 2).mean(-1, keepdims=True) + 1e-5) * w
+    np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-7)
+    y = x.copy()
+    assert int8attn.rms_norm(y, w, eps=1e-5, out=y) is y  # in place: the same bits
+    np.testing.assert_array_equal(y, out)
+    rows = int8attn.rms_norm(x[0, 0], eps=1e-5)  # rank 2, no weight
+    np.testing.assert_allclose(rows, want[0, 0] / w, rtol=2e-6, atol=1e-7)
+    with pytest.raises(int8attn.InvalidArgumentError, match="weight"):
+        int8attn.rms_norm(x, w[:39])
+    with pytest.raises(int8attn.InvalidArgumentError, match="eps"):
+        int8attn.rms_norm(x, w, eps=-1.0)
+    with pytest.raises(ValueError, match="rank 1 to 4"):
+        int8attn.rms_norm(x[None], w)
+
+
 def test_read_only_output_is_rejected_and_untouched(rng, tmp_path):
     q = randn(rng, 1, 2, 16, 32)
     blob = bytes(np.full(q.size, 7.0, dtype=np.float32).tobytes())

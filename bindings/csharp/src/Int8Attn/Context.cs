@@ -296,6 +296,47 @@ namespace Int8Attn
             finally { Exit(); }
         }
 
+        /// <summary>RMS-normalize each row of host fp32 x [B, H, N, D] over its D channels (int8attn_rms_norm):
+        /// r = 1 / sqrt(mean(x²) + eps), output = x·r, times the fp32 per-channel <paramref name="weight"/> [D]
+        /// when it is not empty (pass null or an empty span for none), bit-identical on every backend.
+        /// <paramref name="output"/> may be x itself (the same buffer and layout: in place).</summary>
+        public unsafe void RmsNorm(ReadOnlySpan<float> x, TensorLayout xLayout, ReadOnlySpan<float> weight,
+                                   Span<float> output, TensorLayout outputLayout, float eps = 1e-6f)
+        {
+            xLayout.CheckBuffer(x.Length, 4, "x"); outputLayout.CheckBuffer(output.Length, 4, "output");
+            if (xLayout.Shape.Length != 4)
+                throw new Int8AttnException(Status.BadShape, "x: rank is " + xLayout.Shape.Length + "; it must be 4 [B, H, N, D]");
+            var wLayout = TensorLayout.Contiguous(DType.F32, weight.Length);  // the library checks it against D
+            fixed (float* xp = &MemoryMarshal.GetReference(x))
+            fixed (float* wp = &MemoryMarshal.GetReference(weight))
+            fixed (float* op = &MemoryMarshal.GetReference(output))
+            {
+                var xd = xLayout.Describe((IntPtr)xp); var wd = wLayout.Describe((IntPtr)wp);
+                var od = outputLayout.Describe((IntPtr)op);
+                RmsNormCore(&xd, weight.IsEmpty ? null : &wd, &od, eps, IntPtr.Zero);
+            }
+        }
+
+        /// <summary>RMS normalization with descriptors (any device); <paramref name="weight"/> [D] null for none
+        /// (fp16/bf16/fp32); <paramref name="output"/> (fp16/bf16/fp32) may be x itself (in place).</summary>
+        public unsafe void RmsNorm(TensorDescriptor x, TensorDescriptor? weight, TensorDescriptor output,
+                                   float eps = 1e-6f, IntPtr stream = default(IntPtr))
+        {
+            TensorDescriptor w = weight.HasValue ? weight.Value : default(TensorDescriptor);
+            RmsNormCore(&x, weight.HasValue ? &w : null, &output, eps, stream);
+        }
+
+        unsafe void RmsNormCore(TensorDescriptor* x, TensorDescriptor* w, TensorDescriptor* o, float eps, IntPtr stream)
+        {
+            RmsNormParamsNative p;
+            NativeMethods.int8attn_rms_norm_params_init(&p);
+            p.Eps = eps;
+            p.Stream = stream;
+            Enter();
+            try { Library.Check(NativeMethods.int8attn_rms_norm(handle, x, w, o, &p)); }
+            finally { Exit(); }
+        }
+
         /// <summary>Predict a uint8 block mask [B, Hq, ⌈Nq/q_block⌉, ⌈Nk/k_block⌉] from host fp32 Q and K.</summary>
         public unsafe void PredictBlockMask(ReadOnlySpan<float> q, TensorLayout qLayout, ReadOnlySpan<float> k, TensorLayout kLayout,
                                             Span<byte> mask, TensorLayout maskLayout, MaskOptions options = null)

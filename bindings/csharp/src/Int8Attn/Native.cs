@@ -175,6 +175,14 @@ namespace Int8Attn
         public IntPtr Stream;
     }
 
+    [StructLayout(LayoutKind.Sequential)]
+    internal struct RmsNormParamsNative
+    {
+        public uint StructSize;
+        public float Eps;
+        public IntPtr Stream;
+    }
+
     /// <summary>
     /// The C functions. Every entry point of the public API calls
     /// <see cref="NativeLibraryLoader.EnsureLoaded"/> before using these.
@@ -217,6 +225,8 @@ namespace Int8Attn
             [DllImport(Lib)] internal static extern int int8attn_quantize(ContextHandle context, TensorDescriptor* x, TensorDescriptor* xInt8, TensorDescriptor* scales, TensorDescriptor* mean, QuantizeParamsNative* p);
             [DllImport(Lib)] internal static extern void int8attn_rotary_params_init(RotaryParamsNative* p);
             [DllImport(Lib)] internal static extern int int8attn_rotary(ContextHandle context, TensorDescriptor* x, TensorDescriptor* cos, TensorDescriptor* sin, TensorDescriptor* output, RotaryParamsNative* p);
+            [DllImport(Lib)] internal static extern void int8attn_rms_norm_params_init(RmsNormParamsNative* p);
+            [DllImport(Lib)] internal static extern int int8attn_rms_norm(ContextHandle context, TensorDescriptor* x, TensorDescriptor* weight, TensorDescriptor* output, RmsNormParamsNative* p);
             [DllImport(Lib)] internal static extern void int8attn_kv_cache_params_init(KvCacheParamsNative* p);
             [DllImport(Lib)] internal static extern int int8attn_kv_cache_create(out KvCacheHandle cache, ContextHandle context, KvCacheParamsNative* p);
             [DllImport(Lib)] internal static extern void int8attn_kv_cache_destroy(IntPtr cache);
@@ -308,6 +318,12 @@ namespace Int8Attn
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         internal static int int8attn_rotary(ContextHandle context, TensorDescriptor* x, TensorDescriptor* cos, TensorDescriptor* sin, TensorDescriptor* output, RotaryParamsNative* p) { return Imports.int8attn_rotary(context, x, cos, sin, output, p); }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static void int8attn_rms_norm_params_init(RmsNormParamsNative* p) { Imports.int8attn_rms_norm_params_init(p); }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        internal static int int8attn_rms_norm(ContextHandle context, TensorDescriptor* x, TensorDescriptor* weight, TensorDescriptor* output, RmsNormParamsNative* p) { return Imports.int8attn_rms_norm(context, x, weight, output, p); }
 
         [MethodImpl(MethodImplOptions.NoInlining)]
         internal static void int8attn_kv_cache_params_init(KvCacheParamsNative* p) { Imports.int8attn_kv_cache_params_init(p); }

@@ -207,6 +207,72 @@ namespace Int8Attn.Tests
             }
         }
 
+        // float32 reference of rms_norm over contiguous rows of d: x / sqrt(mean(x²) + eps) · w.
+        static float[] RmsNormReference(float[] x, int d, float[] w, float eps)
+        {
+            var y = new float[x.Length];
+            for (int row = 0; row < x.Length / d; row++)
+            {
+                float ss = 0f;
+                for (int c = 0; c < d; c++) ss = (float)(ss + (float)(x[row * d + c] * x[row * d + c]));
+                float r = (float)(1f / (float)Math.Sqrt((float)(ss / d) + eps));
+                for (int c = 0; c < d; c++)
+                    y[row * d + c] = w == null ? (float)(x[row * d + c] * r) : (float)((float)(x[row * d + c] * r) * w[c]);
+            }
+            return y;
+        }
+
+        static void AssertRelClose(float[] got, float[] want, float tol, string what)
+        {
+            for (int i = 0; i < want.Length; i++)
+                if (!(Math.Abs(got[i] - want[i]) <= tol * Math.Abs(want[i])))
+                    Assert.Fail(what + ": element " + i + ": " + got[i] + " instead of " + want[i]);
+        }
+
+        [Test(Description = "rms_norm is the float32 formula, with and without a weight and in place")]
+        public void RmsNormIsTheFloat32Formula()
+        {
+            int h = 2, n = 3, d = 8;
+            var x = Data(h * n * d, 14, d, 0.5f);
+            var w = Data(d, 15, d, 1f);
+            var layout = TensorLayout.Contiguous(DType.F32, 1, h, n, d);
+            var want = RmsNormReference(x, d, w, 1e-6f);
+            using (var ctx = new Context())
+            {
+                var output = new float[x.Length];
+                ctx.RmsNorm(x, layout, w, output, layout);
+                AssertRelClose(output, want, 1e-6f, "weight, default eps");
+
+                ctx.RmsNorm(x, layout, null, output, layout, eps: 0.5f);
+                AssertRelClose(output, RmsNormReference(x, d, null, 0.5f), 1e-6f, "no weight, eps 0.5");
+
+                // In place, through the span overload (the same buffer as x and output) ...
+                var y = (float[])x.Clone();
+                ctx.RmsNorm(y, layout, w, y, layout);
+                AssertRelClose(y, want, 1e-6f, "in place");
+
+                // ... and through descriptors, without a weight.
+                y = (float[])x.Clone();
+                var yh = GCHandle.Alloc(y, GCHandleType.Pinned);
+                try
+                {
+                    var yd = TensorDescriptor.Create(yh.AddrOfPinnedObject(), DeviceType.Cpu, 0, DType.F32, new long[] { 1, h, n, d });
+                    ctx.RmsNorm(yd, null, yd);
+                }
+                finally { yh.Free(); }
+                AssertRelClose(y, RmsNormReference(x, d, null, 1e-6f), 1e-6f, "in place, descriptors");
+
+                // A weight of the wrong length is the library's error, naming the weight; nothing is written.
+                var o7 = Enumerable.Repeat(7f, x.Length).ToArray();
+                var e = Assert.Throws<Int8AttnException>(() => ctx.RmsNorm(x, layout, new float[d - 1], o7, layout));
+                Assert.That(e.Status, Is.EqualTo(Status.BadShape), "short weight");
+                Assert.That(e.NativeMessage, Contains.Substring("weight"), "message names the weight");
+                Assert.That(o7.All(t => t == 7f), "output untouched");
+                e = Assert.Throws<Int8AttnException>(() => ctx.RmsNorm(x, layout, w, o7, layout, eps: -1f));
+                Assert.That(e.Status, Is.EqualTo(Status.InvalidArgument), "negative eps");
+            }
+        }
+
         [Test(Description = "quantize round-trips within half a step")]
         public void QuantizeRoundTripsWithinHalfAStep()
         {

@@ -57,6 +57,7 @@ from ._api import (
     parse_mode,
     predict_block_mask,
     quantize,
+    rms_norm,
     rotary,
     version,
 )
@@ -85,7 +86,8 @@ __all__ = [
     "ModeOverridesPolicyWarning", "NotSupportedError",
     "OutOfMemoryError", "TimestepPolicy", "attention", "default_context", "devices", "features",
     "forward_workspace_size", "info", "last_error", "library_path", "parse_mode",
-    "predict_block_mask", "quantize", "rotary", "routing_tables", "sageattn", "status_string", "version",
+    "predict_block_mask", "quantize", "rms_norm", "rotary", "routing_tables", "sageattn",
+    "status_string", "version",
     # lazily imported from int8attn.torch_integration:
     "Int8Attention", "Int8AttnProcessor", "Int8JointAttnProcessor", "Int8SDPAProcessor",
     "attention_op", "replace_attention_with_int8", "sdpa_int8", "set_timestep",

@@ -29,17 +29,20 @@ assert _DESC.size == 104 and ctypes.sizeof(L.Tensor) == 120
 
 # A rank-2 descriptor (int8attn_rotary's tables): shape[0..1], then strides[0..1].
 _DESC2 = struct.Struct("<Qiiii2q32x2q")
+# A rank-1 descriptor (int8attn_rms_norm's weight).
+_DESC1 = struct.Struct("<Qiiii1q40x1q")
 
 _dtypes: Dict[Any, int] = {}
 _raw_stream: Any = None
 _torch_tensor: Any = None
 _forward_fn: Any = None
 _rotary_fn: Any = None
+_rms_norm_fn: Any = None
 
 
 def _init_torch() -> None:
     """Bind the torch names this path uses (once, on the first call)."""
-    global _raw_stream, _torch_tensor, _forward_fn, _rotary_fn
+    global _raw_stream, _torch_tensor, _forward_fn, _rotary_fn, _rms_norm_fn
     import torch
 
     _dtypes.update({torch.float16: L.DTYPE_F16, torch.bfloat16: L.DTYPE_BF16,
@@ -56,6 +59,7 @@ def _init_torch() -> None:
 
     _forward_fn = raw("int8attn_forward")
     _rotary_fn = raw("int8attn_rotary")
+    _rms_norm_fn = raw("int8attn_rms_norm")
     _torch_tensor = torch.Tensor
 
 
@@ -72,6 +76,9 @@ class _Slots(threading.local):
         self.rotary_params = L.RotaryParams()
         L.lib().int8attn_rotary_params_init(ctypes.byref(self.rotary_params))
         self.rotary_params_ref = ctypes.byref(self.rotary_params)
+        self.rms_norm_params = L.RmsNormParams()
+        L.lib().int8attn_rms_norm_params_init(ctypes.byref(self.rms_norm_params))
+        self.rms_norm_params_ref = ctypes.byref(self.rms_norm_params)
 
 
 _slots = _Slots()
@@ -174,4 +181,49 @@ def rotary(x: Any, cos: Any, sin: Any, out: Any, nhd: bool) -> bool:
                         s.rotary_params_ref)
     if status != L.OK:
         L.check(status, "int8attn_rotary")
+    return True
+
+
+def _pack_rows(desc: L.Tensor, x: Any, dev: int, _pack_into: Any = _DESC.pack_into) -> bool:
+    """Fill ``desc`` from a rank 1..4 tensor ``x`` (rows along its last dimension) as rank 4,
+    size-1 dimensions prepended; False if this path does not cover ``x``."""
+    sh = x.shape
+    dtype = _dtypes.get(x.dtype)
+    if dtype is None or not 1 <= len(sh) <= 4:
+        return False
+    pad = 4 - len(sh)
+    _pack_into(desc, 0, x.data_ptr(), L.DEVICE_CUDA if dev >= 0 else L.DEVICE_CPU,
+               dev if dev > 0 else 0, dtype, 4, *((1,) * pad + tuple(sh)),
+               *((0,) * pad + tuple(x.stride())))
+    return True
+
+
+def rms_norm(x: Any, weight: Any, out: Any, eps: float) -> bool:
+    """Run ``int8attn_rms_norm`` on torch tensors (``weight`` may be None) into ``out``; False if
+    this path does not cover the call (then nothing ran and the general path must be taken)."""
+    if _rms_norm_fn is None:
+        _init_torch()
+    tt = _torch_tensor
+    if not (type(x) is tt and type(out) is tt and (weight is None or isinstance(weight, tt))):
+        return False
+    s = _slots
+    d = s.descs
+    dev = x.get_device()
+    if not (_pack_rows(d[0], x, dev) and _pack_rows(d[3], out, out.get_device())):
+        return False
+    w_ref = None
+    if weight is not None:
+        dtype = _dtypes.get(weight.dtype)
+        if dtype is None or weight.dim() != 1 or weight.get_device() != dev:
+            return False
+        _DESC1.pack_into(d[1], 0, weight.data_ptr(), L.DEVICE_CUDA if dev >= 0 else L.DEVICE_CPU,
+                         dev if dev > 0 else 0, dtype, 1, weight.shape[0], weight.stride(0))
+        w_ref = s.refs[1]
+    p = s.rms_norm_params
+    p.eps = eps
+    p.stream = (_raw_stream(dev) or None) if dev >= 0 else None
+    status = _rms_norm_fn(_context_handle(dev if dev >= 0 else 0), s.refs[0], w_ref, s.refs[3],
+                          s.rms_norm_params_ref)
+    if status != L.OK:
+        L.check(status, "int8attn_rms_norm")
     return True

@@ -250,6 +250,16 @@ class RotaryParams(ctypes.Structure):
     ]
 
 
+class RmsNormParams(ctypes.Structure):
+    """Mirror of ``int8attn_rms_norm_params_t``."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("eps", ctypes.c_float),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
 class KVCacheParams(ctypes.Structure):
     """Mirror of ``int8attn_kv_cache_params_t``."""
 
@@ -344,6 +354,8 @@ _PROTOTYPES: Dict[str, Any] = {
     "int8attn_kv_cache_forward": (_status, [_vp, _pT, _vp, _pT, ctypes.POINTER(ForwardParams)]),
     "int8attn_rotary_params_init": (None, [ctypes.POINTER(RotaryParams)]),
     "int8attn_rotary": (_status, [_vp, _pT, _pT, _pT, _pT, ctypes.POINTER(RotaryParams)]),
+    "int8attn_rms_norm_params_init": (None, [ctypes.POINTER(RmsNormParams)]),
+    "int8attn_rms_norm": (_status, [_vp, _pT, _pT, _pT, ctypes.POINTER(RmsNormParams)]),
     "int8attn_mask_params_init": (None, [ctypes.POINTER(MaskParams)]),
     "int8attn_predict_block_mask": (_status, [_vp, _pT, _pT, _pT, ctypes.POINTER(MaskParams)]),
 }

@@ -286,6 +286,17 @@ def to_hnd(v: View, layout: str, name: str) -> View:
     return v
 
 
+def dtype_code(dtype: Any, name: str) -> int:
+    """The library's code of a float dtype given as a torch or numpy dtype or its name
+    ("float16", "bfloat16", "float32")."""
+    text = str(dtype).replace("torch.", "")
+    codes = {"float16": L.DTYPE_F16, "half": L.DTYPE_F16, "bfloat16": L.DTYPE_BF16,
+             "float32": L.DTYPE_F32, "float": L.DTYPE_F32}
+    if text not in codes:
+        raise TypeError(f"{name}: expected float16, bfloat16 or float32, got {dtype!r}")
+    return codes[text]
+
+
 def _torch_dtype(code: int) -> Any:
     import torch
 

@@ -2009,3 +2009,113 @@ extern "C" {
         params: *const int8attn_rotary_params_t,
     ) -> int8attn_status_t;
 }
+#[doc = " @brief Options of int8attn_rms_norm()."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct int8attn_rms_norm_params_t {
+    #[doc = "< sizeof(int8attn_rms_norm_params_t); set by the init function."]
+    pub struct_size: u32,
+    #[doc = "< Added to the mean square before the root; ≥ 0. Default 1e-6."]
+    pub eps: f32,
+    #[doc = "< cudaStream_t for GPU tensors."]
+    pub stream: *mut ::std::os::raw::c_void,
+}
+#[test]
+fn bindgen_test_layout_int8attn_rms_norm_params_t() {
+    assert_eq!(
+        ::std::mem::size_of::<int8attn_rms_norm_params_t>(),
+        16usize,
+        concat!("Size of: ", stringify!(int8attn_rms_norm_params_t))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<int8attn_rms_norm_params_t>(),
+        8usize,
+        concat!("Alignment of ", stringify!(int8attn_rms_norm_params_t))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<int8attn_rms_norm_params_t>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(int8attn_rms_norm_params_t),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_eps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<int8attn_rms_norm_params_t>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).eps) as usize - ptr as usize
+            },
+            4usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(int8attn_rms_norm_params_t),
+                "::",
+                stringify!(eps)
+            )
+        );
+    }
+    test_field_eps();
+    fn test_field_stream() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<int8attn_rms_norm_params_t>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).stream) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(int8attn_rms_norm_params_t),
+                "::",
+                stringify!(stream)
+            )
+        );
+    }
+    test_field_stream();
+}
+extern "C" {
+    #[doc = " @brief Set @p params to the defaults (and its struct_size)."]
+    #[doc = "  @param[out] params Struct to initialise; NULL is ignored."]
+    pub fn int8attn_rms_norm_params_init(params: *mut int8attn_rms_norm_params_t);
+}
+extern "C" {
+    #[doc = " @brief RMS-normalize each row of x [B, H, N, D] over its D channels, optionally times a"]
+    #[doc = "        per-channel weight (the query/key normalization of Flux, SD3.5, Wan and HunyuanVideo,"]
+    #[doc = "        in diffusers' `RMSNorm` convention), in one read of x and one write of out:"]
+    #[doc = "        `r = 1 / sqrt(mean(x²) + eps)`, `y = x·r`; with a fp16/bf16 weight, y is rounded to the"]
+    #[doc = "        weight's dtype and then multiplied by it; with a float32 weight it is multiplied in"]
+    #[doc = "        float32; the result is rounded to nearest-even in out's dtype. Every product, sum,"]
+    #[doc = "        division and root is rounded to float32, and the squares are summed in one fixed order"]
+    #[doc = "        (a row's 8-channel chunks dealt round-robin to 2^k ≤ 32 partial sums, then summed in"]
+    #[doc = "        pairs), so the result is bit-identical on every backend. Against diffusers' own"]
+    #[doc = "        evaluation (another summation order, an approximate reciprocal root) a 16-bit result"]
+    #[doc = "        differs by at most a unit in the last place in a few elements, a float32 one by a"]
+    #[doc = "        few float32 roundings."]
+    #[doc = "        To normalize across heads (Wan), describe the [B, N, H·D] rows as [B, 1, N, H·D]."]
+    #[doc = " @param[in] context The context."]
+    #[doc = " @param[in] x Input [B, H, N, D] (fp16/bf16/fp32); any strides (e.g. NHD memory)."]
+    #[doc = " @param[in] weight Per-channel weight [D] (fp16/bf16/fp32, any stride), or NULL for none."]
+    #[doc = " @param[in] out Output with x's shape, any of fp16/bf16/fp32 (written); it may be x itself"]
+    #[doc = "            (in place: same data and strides, and then the same dtype) but must not otherwise"]
+    #[doc = "            overlap x or weight."]
+    #[doc = " @param[in] params Options, or NULL for the defaults."]
+    #[doc = " @return ::INT8ATTN_OK or an error status; on error nothing is written."]
+    pub fn int8attn_rms_norm(
+        context: *mut int8attn_context_t,
+        x: *const int8attn_tensor_t,
+        weight: *const int8attn_tensor_t,
+        out: *const int8attn_tensor_t,
+        params: *const int8attn_rms_norm_params_t,
+    ) -> int8attn_status_t;
+}

@@ -2,7 +2,7 @@
 
 use crate::cache::{KvCache, KvCacheOptions};
 use crate::error::{check, Error, Result, Status};
-use crate::params::{ForwardParams, MaskParams, QuantizeParams, RotaryParams};
+use crate::params::{ForwardParams, MaskParams, QuantizeParams, RmsNormParams, RotaryParams};
 use crate::tensor::{TensorView, TensorViewMut};
 use crate::types::DeviceType;
 use int8attn_sys as sys;
@@ -215,6 +215,36 @@ impl Context {
         check(unsafe {
             sys::int8attn_rotary(self.as_raw(), x.as_raw(), cos.as_raw(), sin.as_raw(), out.as_raw(), params.as_raw())
         })
+    }
+
+    /// RMS-normalize each row of `x [B, H, N, D]` over its D channels (`int8attn_rms_norm`):
+    /// `r = 1 / sqrt(mean(x²) + eps)`, `y = x·r`, times the per-channel `weight [D]` when given
+    /// (fp16/bf16/fp32; with a 16-bit weight y is first rounded to its dtype), the result rounded
+    /// to `out`'s dtype (any of fp16/bf16/fp32), bit-identical on every backend. For the
+    /// normalization in place use [`Context::rms_norm_in_place`].
+    pub fn rms_norm(
+        &self,
+        x: &TensorView<'_>,
+        weight: Option<&TensorView<'_>>,
+        out: &mut TensorViewMut<'_>,
+        params: &RmsNormParams,
+    ) -> Result<()> {
+        let weight_ptr = weight.map(|w| w.as_raw() as *const _).unwrap_or(ptr::null());
+        // SAFETY: valid descriptors (weight may be NULL).
+        check(unsafe { sys::int8attn_rms_norm(self.as_raw(), x.as_raw(), weight_ptr, out.as_raw(), params.as_raw()) })
+    }
+
+    /// [`Context::rms_norm`] in place: `x` is overwritten with its normalized rows (same dtype).
+    pub fn rms_norm_in_place(
+        &self,
+        x: &mut TensorViewMut<'_>,
+        weight: Option<&TensorView<'_>>,
+        params: &RmsNormParams,
+    ) -> Result<()> {
+        let weight_ptr = weight.map(|w| w.as_raw() as *const _).unwrap_or(ptr::null());
+        // SAFETY: valid descriptors (weight may be NULL); x as both input and output is the
+        // header's in-place case (same data, strides and dtype).
+        check(unsafe { sys::int8attn_rms_norm(self.as_raw(), x.as_raw(), weight_ptr, x.as_raw(), params.as_raw()) })
     }
 
     /// Predict a uint8 block mask `[B, Hq, ⌈Nq/q_block⌉, ⌈Nk/k_block⌉]` from pooled Q and K

@@ -65,7 +65,7 @@ mod types;
 pub use cache::{KvCache, KvCacheOptions};
 pub use context::{check_abi, Context, ContextOptions};
 pub use error::{Error, Result, Status};
-pub use params::{ForwardParams, MaskParams, QuantizeParams, RotaryParams};
+pub use params::{ForwardParams, MaskParams, QuantizeParams, RmsNormParams, RotaryParams};
 pub use policy::{Policy, PolicyBuilder};
 pub use tensor::{contiguous_strides, nhd_strides, HostElement, TensorView, TensorViewMut, MAX_RANK};
 pub use types::{Device, DeviceType, Dtype, Features, Flags, Granularity, Mode};

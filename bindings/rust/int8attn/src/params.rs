@@ -298,3 +298,42 @@ impl RotaryParams {
         &self.raw
     }
 }
+
+/// Options of [`Context::rms_norm`](crate::Context::rms_norm) (`int8attn_rms_norm_params_t`).
+#[derive(Clone, Debug)]
+pub struct RmsNormParams {
+    raw: sys::int8attn_rms_norm_params_t,
+}
+
+impl Default for RmsNormParams {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RmsNormParams {
+    /// The library's defaults (eps 1e-6, the default stream).
+    pub fn new() -> Self {
+        let mut raw = std::mem::MaybeUninit::<sys::int8attn_rms_norm_params_t>::zeroed();
+        // SAFETY: init writes the whole struct.
+        unsafe { sys::int8attn_rms_norm_params_init(raw.as_mut_ptr()) };
+        RmsNormParams { raw: unsafe { raw.assume_init() } }
+    }
+    /// Added to the mean square before the root; finite and ≥ 0 (default 1e-6).
+    pub fn eps(mut self, eps: f32) -> Self {
+        self.raw.eps = eps;
+        self
+    }
+    /// CUDA stream for GPU tensors.
+    ///
+    /// # Safety
+    /// `stream` must be a valid stream of the tensors' device (or NULL).
+    pub unsafe fn stream(mut self, stream: *mut c_void) -> Self {
+        self.raw.stream = stream;
+        self
+    }
+    /// The C struct.
+    pub fn as_raw(&self) -> &sys::int8attn_rms_norm_params_t {
+        &self.raw
+    }
+}

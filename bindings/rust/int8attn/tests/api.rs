@@ -447,6 +447,93 @@ fn rotary_is_the_float32_formula() {
     }
 }
 
+/// float32 reference of rms_norm over contiguous rows of `d`: `x / sqrt(mean(x²) + eps) · w`.
+fn rms_norm_reference(x: &[f32], d: usize, weight: Option<&[f32]>, eps: f32) -> Vec<f32> {
+    let mut y = vec![0f32; x.len()];
+    for (row, out) in x.chunks(d).zip(y.chunks_mut(d)) {
+        let ss: f32 = row.iter().map(|v| v * v).sum();
+        let r = 1.0 / (ss / d as f32 + eps).sqrt();
+        for c in 0..d {
+            out[c] = row[c] * r * weight.map_or(1.0, |w| w[c]);
+        }
+    }
+    y
+}
+
+fn assert_rel_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!((g - w).abs() <= tol * w.abs(), "{}: element {}: {} instead of {}", what, i, g, w);
+    }
+}
+
+#[test]
+fn rms_norm_is_the_float32_formula() {
+    let ctx = Context::new().unwrap();
+    let (b, h, n, d) = (1usize, 2usize, 3usize, 8usize);
+    let shape = [b as i64, h as i64, n as i64, d as i64];
+    let x = data(b * h * n * d, 14, d, 0.5);
+    let w = data(d, 15, d, 1.0);
+    assert_eq!(RmsNormParams::new().as_raw().eps, 1e-6, "default eps");
+
+    // With a float32 weight, default eps (1e-6).
+    let mut out = vec![0f32; x.len()];
+    ctx.rms_norm(
+        &TensorView::from_slice(&x, &shape).unwrap(),
+        Some(&TensorView::from_slice(&w, &[d as i64]).unwrap()),
+        &mut TensorViewMut::from_slice(&mut out, &shape).unwrap(),
+        &RmsNormParams::new(),
+    )
+    .unwrap();
+    let want = rms_norm_reference(&x, d, Some(&w), 1e-6);
+    assert_rel_close(&out, &want, 1e-6, "weight");
+
+    // Without a weight, and an eps large enough to matter.
+    ctx.rms_norm(
+        &TensorView::from_slice(&x, &shape).unwrap(),
+        None,
+        &mut TensorViewMut::from_slice(&mut out, &shape).unwrap(),
+        &RmsNormParams::new().eps(0.5),
+    )
+    .unwrap();
+    assert_rel_close(&out, &rms_norm_reference(&x, d, None, 0.5), 1e-6, "no weight, eps 0.5");
+
+    // In place gives the out-of-place result.
+    let mut y = x.clone();
+    ctx.rms_norm_in_place(
+        &mut TensorViewMut::from_slice(&mut y, &shape).unwrap(),
+        Some(&TensorView::from_slice(&w, &[d as i64]).unwrap()),
+        &RmsNormParams::new(),
+    )
+    .unwrap();
+    assert_rel_close(&y, &want, 1e-6, "in place");
+
+    // A weight of the wrong length is an error that names it, and nothing is written.
+    let mut out = vec![7f32; x.len()];
+    let e = ctx
+        .rms_norm(
+            &TensorView::from_slice(&x, &shape).unwrap(),
+            Some(&TensorView::from_slice(&w[..d - 1], &[d as i64 - 1]).unwrap()),
+            &mut TensorViewMut::from_slice(&mut out, &shape).unwrap(),
+            &RmsNormParams::new(),
+        )
+        .unwrap_err();
+    assert_eq!(e.status, Status::BAD_SHAPE, "{}", e);
+    assert!(e.message.contains("weight"), "message should name the weight: {}", e.message);
+    assert!(out.iter().all(|&v| v == 7.0), "output written on error");
+
+    // A negative eps is rejected.
+    let e = ctx
+        .rms_norm(
+            &TensorView::from_slice(&x, &shape).unwrap(),
+            None,
+            &mut TensorViewMut::from_slice(&mut out, &shape).unwrap(),
+            &RmsNormParams::new().eps(-1.0),
+        )
+        .unwrap_err();
+    assert!(e.status.is_invalid_argument(), "{}", e);
+}
+
 #[test]
 fn mask_block_defaults_are_the_header_constants() {
     // ForwardParams::block_mask and MaskParams::blocks override these; callers that size a mask
