@@ -49,6 +49,19 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def eager_ms(fn, calls: int = 30) -> float:
+    """Milliseconds per call of a loop of ``calls`` calls synchronised once (after 3 warm-up
+    calls): whichever of the host and the device binds, as in an eager step."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3 / calls
+
+
 def time_fn(fn, reps: int = 20) -> tuple[float, str]:
     """Median milliseconds per call; CUDA-graph replays (of `inner` calls) when capturable.
 

@@ -117,6 +117,15 @@ _SD3_MEDIUM = dict(
     dual_attention_layers=(), qk_norm=None,  # SD3.5's additions, absent from SD3-medium
 )
 
+_SD35_LARGE = dict(
+    # stabilityai/stable-diffusion-3.5-large, transformer/config.json: query/key RMSNorms
+    # (diffusers' class) in every joint block
+    sample_size=128, patch_size=2, in_channels=16, out_channels=16, num_layers=38,
+    attention_head_dim=64, num_attention_heads=38, joint_attention_dim=4096,
+    caption_projection_dim=2432, pooled_projection_dim=2048, pos_embed_max_size=192,
+    dual_attention_layers=(), qk_norm="rms_norm",
+)
+
 _FLUX_DEV = dict(
     # black-forest-labs/FLUX.1-dev, transformer/config.json
     patch_size=1, in_channels=64, out_channels=None, num_layers=19, num_single_layers=38,
@@ -190,6 +199,17 @@ FULL: Dict[str, ModelSpec] = {
         source="stabilityai/stable-diffusion-3-medium-diffusers transformer/config.json",
         attention="24 joint blocks: self-attention over 4096+333 = 4429 tokens, 24 heads x 64",
         depth=("num_layers",)),
+    "sd35": ModelSpec(
+        name="sd35", cls="SD3Transformer2DModel", config=_SD35_LARGE, dtype="bfloat16",
+        family="sd3",
+        inputs=dict(batch=2, latent=(128, 128), channels=16, text_tokens=333, text_dim=4096,
+                    pooled_dim=2048),
+        description="SD3.5-large, 1024x1024 (latent 128x128 -> 4096 patches), CFG batch 2, "
+                    "333 text tokens (77 CLIP + 256 T5)",
+        source="stabilityai/stable-diffusion-3.5-large transformer/config.json",
+        attention="38 joint blocks: RMS-normalized Q and K, self-attention over 4096+333 = "
+                  "4429 tokens, 38 heads x 64",
+        depth=("num_layers",)),
     "flux1024": _flux("flux1024", 1024),
     "flux2048": _flux("flux2048", 2048),
     "wan": ModelSpec(
@@ -249,6 +269,12 @@ TINY: Dict[str, ModelSpec] = {
         sample_size=16, patch_size=2, in_channels=4, out_channels=4, num_layers=2,
         attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
         caption_projection_dim=32, pooled_projection_dim=16, pos_embed_max_size=16),
+        dict(batch=2, latent=(16, 16), channels=4, text_tokens=10, text_dim=32, pooled_dim=16)),
+    "sd35": _tiny(FULL["sd35"], dict(
+        sample_size=16, patch_size=2, in_channels=4, out_channels=4, num_layers=2,
+        attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
+        caption_projection_dim=32, pooled_projection_dim=16, pos_embed_max_size=16,
+        qk_norm="rms_norm"),
         dict(batch=2, latent=(16, 16), channels=4, text_tokens=10, text_dim=32, pooled_dim=16)),
     "flux1024": _tiny(FULL["flux1024"], dict(
         patch_size=1, in_channels=16, num_layers=1, num_single_layers=2, attention_head_dim=16,

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 import torch
 
@@ -28,17 +27,6 @@ SHAPES = {
     "flux_2048px": (1, 16896, 24, 128),
     "hunyuan_720p_129f": (1, 119040, 24, 128),
 }
-
-
-def eager_ms(fn, calls: int = 30) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3 / calls
 
 
 def main() -> None:
@@ -61,7 +49,7 @@ def main() -> None:
         row = {"shape": name, "x": [B, S, H, D], "dtype": args.dtype, "bit_identical": equal}
         for label, fn in (("stock", stock), ("int8attn", ours)):
             row[f"{label}_device_ms"] = bench.time_fn(fn)[0]
-            row[f"{label}_eager_ms"] = eager_ms(fn)
+            row[f"{label}_eager_ms"] = bench.eager_ms(fn)
         row["device_speedup"] = row["stock_device_ms"] / row["int8attn_device_ms"]
         row["eager_speedup"] = row["stock_eager_ms"] / row["int8attn_eager_ms"]
         rows.append(row)

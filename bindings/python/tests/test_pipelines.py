@@ -581,6 +581,143 @@ def test_rotary_fast_path_matches_the_general_one():
         _fastpath.rotary(x, cos, sin[:8], out, True)  # 8 tokens of angles for 9
 
 
+def _ulps_apart(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """How many representable values of their (common) dtype lie between a and b, elementwise
+    (same-sign finite values)."""
+    bits = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}
+    it = bits[a.dtype]
+    return (a.view(it).to(torch.int64) - b.view(it).to(torch.int64)).abs()
+
+
+@needs_diffusers
+@pytest.mark.parametrize("x_dtype,w_dtype", [(torch.bfloat16, torch.bfloat16),
+                                             (torch.float16, torch.float32),
+                                             (torch.float32, None)])
+@pytest.mark.parametrize("shape", [(2, 9, 3, 16), (2, 17, 96)])
+def test_lean_rms_norm_matches_diffusers(monkeypatch, x_dtype, w_dtype, shape):
+    """diffusers' RMSNorm with the one-pass forward: its dtype and shape; a 16-bit result within
+    two units in the last place of diffusers' own in under 1% of the elements, a float32 one
+    within a few float32 roundings; with gradients needed the original runs."""
+    from diffusers.models.normalization import RMSNorm
+
+    from int8attn import _norms
+
+    monkeypatch.setattr(_norms, "DEVICE_TYPES", ("cuda", "cpu"))
+    D = shape[-1]
+    m = RMSNorm(D, eps=1e-6, elementwise_affine=w_dtype is not None)
+    if w_dtype is not None:
+        m.weight.data = (1 + 0.3 * randn(D, seed=51)).to(w_dtype)
+    x = (randn(*shape, seed=52) * 3).to(x_dtype)
+    owner = torch.nn.Module()  # the attention module whose processor decides
+    owner.processor = _processors.Int8AttnProcessor()
+    with torch.no_grad():
+        ref = m(x)
+        assert _norms.install(m, owner) and _norms.install(m, owner)  # once
+        assert m.forward.__func__ is _norms.lean_forward
+        out = m(x)
+        owner.processor = object()  # a stock processor set back: diffusers' own again
+        assert torch.equal(m(x), ref)
+        owner.processor = _processors.Int8AttnProcessor()
+    assert out.dtype == ref.dtype and out.shape == ref.shape
+    apart = _ulps_apart(out, ref)
+    if out.dtype == torch.float32:
+        assert int(apart.max()) <= 4
+    else:
+        assert int(apart.max()) <= 2 and float((apart > 0).float().mean()) < 0.01
+    # Where gradients are needed the original runs (same bits as diffusers').
+    xg = x.float().requires_grad_() if x_dtype == torch.float32 else None
+    if xg is not None:
+        assert torch.equal(m(xg), type(m).forward(m, xg))
+    with torch.no_grad():
+        assert torch.equal(m(x), out)
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
+@pytest.mark.parametrize("dtype,affine,eps", [(torch.bfloat16, True, 1e-6),
+                                               (torch.float16, False, None),
+                                               (torch.float32, True, 1e-5)])
+def test_lean_torch_rms_norm_matches_torch(monkeypatch, dtype, affine, eps):
+    """torch.nn.RMSNorm over per-head rows with the one-pass forward: torch's dtype, its single
+    rounding (the weight as float32), its default eps; a 16-bit result within two units in the
+    last place of torch's own; wider rows keep torch's kernel; a weight of another dtype
+    (torch's promotion) runs the original."""
+    from int8attn import _norms
+
+    monkeypatch.setattr(_norms, "DEVICE_TYPES", ("cuda", "cpu"))
+    owner = torch.nn.Module()
+    owner.processor = _processors.Int8AttnProcessor()
+    m = torch.nn.RMSNorm(64, eps=eps, elementwise_affine=affine).to(dtype)
+    if affine:
+        m.weight.data = (1 + 0.3 * randn(64, seed=53)).to(dtype)
+    x = (randn(2, 33, 3, 64, seed=54) * 3).to(dtype)
+    with torch.no_grad():
+        ref = m(x)
+        assert _norms.install(m, owner)
+        out = m(x)
+        assert out.dtype == ref.dtype and out.shape == ref.shape
+        # (PyTorch's CPU evaluation, not its CUDA kernel: the share differing is not asserted)
+        assert int(_ulps_apart(out, ref).max()) <= (4 if dtype == torch.float32 else 2)
+        if affine and dtype != torch.float32:
+            m.weight.data = m.weight.data.float()  # 16-bit x, float32 weight: torch's own
+            assert torch.equal(m(x), type(m).forward(m, x))
+    assert not _norms.install(torch.nn.RMSNorm(1536), owner)  # Wan's rows: torch's kernel
+
+
+@needs_diffusers
+def test_replace_attention_gives_sd35_norms_the_lean_forward(monkeypatch):
+    """SD3.5's query/key RMSNorms (diffusers' class) get the one-pass forward when the attention
+    is swapped, counted in stats; a deep copy of the model is bound to its own modules; the
+    output stays close to stock."""
+    import copy
+
+    from diffusers import SD3Transformer2DModel
+
+    from int8attn import _norms
+
+    monkeypatch.setattr(_norms, "DEVICE_TYPES", ("cuda", "cpu"))
+    torch.manual_seed(0)
+    sd35 = SD3Transformer2DModel(sample_size=24, patch_size=2, in_channels=4, num_layers=2,
+                                 attention_head_dim=8, num_attention_heads=2,
+                                 joint_attention_dim=32, caption_projection_dim=16,
+                                 pooled_projection_dim=16, out_channels=4, pos_embed_max_size=12,
+                                 qk_norm="rms_norm").eval()
+    inputs = dict(hidden_states=randn(2, 4, 24, 24, seed=6),
+                  encoder_hidden_states=randn(2, 5, 32, seed=7),
+                  pooled_projections=randn(2, 16, seed=8), timestep=torch.tensor([3, 3]))
+    ref = _out(sd35, inputs)
+    int8attn.replace_attention_with_int8(sd35, mode="balanced", route="always")
+    norms = [m for m in sd35.modules() if _norms.is_diffusers_rms_norm(m)]
+    # 2 joint blocks × (q, k, added q, added k); the last block has no added (context_pre_only)
+    assert sd35._int8attn_processor.stats["lean_norms"] == len(norms) >= 6
+    assert all(m.forward.__func__ is _norms.lean_forward for m in norms)
+    copied = copy.deepcopy(sd35)
+    for m in copied.modules():
+        if _norms.is_diffusers_rms_norm(m):
+            assert m.forward.__self__ is m
+    assert rel_l1(_out(sd35, inputs), ref) < 0.02
+    from diffusers.models.attention_processor import JointAttnProcessor2_0
+
+    sd35.set_attn_processor(JointAttnProcessor2_0())  # stock processors: stock norms
+    torch.testing.assert_close(_out(sd35, inputs), ref, rtol=0, atol=0)
+
+
+def test_rms_norm_fast_path_matches_the_general_one():
+    """The per-call path for torch tensors gives int8attn.rms_norm's bits (rank 3 and 4, with and
+    without a weight), declines what it does not cover, and raises the library's errors."""
+    from int8attn import _fastpath
+
+    for shape in [(2, 9, 3, 16), (2, 9, 48)]:
+        x = randn(*shape, seed=61).to(torch.bfloat16)
+        for w in [None, (1 + 0.2 * randn(shape[-1], seed=62)).to(torch.bfloat16)]:
+            out = torch.empty_like(x)
+            assert _fastpath.rms_norm(x, w, out, 1e-6)
+            ref = int8attn.rms_norm(x, w, eps=1e-6)
+            assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+    assert not _fastpath.rms_norm(x.double(), None, out, 1e-6)  # float64: not covered
+    with pytest.raises(int8attn.InvalidArgumentError, match="weight"):
+        _fastpath.rms_norm(x, torch.ones(47, dtype=torch.bfloat16), out, 1e-6)
+
+
 @needs_diffusers
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_wan_nested_rotary_is_bit_identical(dtype):

@@ -31,6 +31,7 @@ from . import _torch_op
 from ._api import (Mode, ModeLike, TimestepPolicy, _granularity, parse_mode,
                    warn_mode_overrides_policy)
 from ._lib import NotSupportedError
+from ._norms import install as install_lean_norm
 from ._rotary import (WAN_ROTARY_GLOBAL, lean_apply_rotary_emb, lean_wan_rotary,
                       nested_rotary_code)
 
@@ -594,6 +595,9 @@ class Int8SDPAProcessor:
 
 _STANDARD_PROCESSORS = {"AttnProcessor", "AttnProcessor2_0", "XFormersAttnProcessor",
                         "AttnProcessorNPU", "Int8AttnProcessor"}
+# The query/key normalizations of an attention module; the RMS ones among them get the one-pass
+# forward of _norms.py.
+_QK_NORMS = ("norm_q", "norm_k", "norm_added_q", "norm_added_k")
 # SD3's joint attention: replaced by int8attn's own version (_joint.py), which joins the image
 # and text tokens without the stock processor's gather over transposed views.
 _JOINT_PROCESSORS = {"JointAttnProcessor2_0", "Int8JointAttnProcessor"}
@@ -628,7 +632,12 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
     :class:`Int8AttnProcessor`; SD3's ``JointAttnProcessor2_0`` becomes an
     :class:`~int8attn._joint.Int8JointAttnProcessor` over it (both counted as swapped); others
     (the rotary processors of Flux and the video DiTs, …) are wrapped in
-    :class:`Int8SDPAProcessor` when ``wrap_other_processors``.
+    :class:`Int8SDPAProcessor` when ``wrap_other_processors``. The query/key normalizations of
+    every changed module that are diffusers' ``RMSNorm`` (SD3.5, HunyuanVideo, Qwen-Image, …)
+    or ``torch.nn.RMSNorm`` over per-head rows (Flux) get a one-pass forward by
+    :func:`int8attn.rms_norm` (``int8attn._norms``: CUDA tensors in
+    eager mode, while the module's processor is int8attn's; a 16-bit result at most two
+    last-place units from diffusers' own in about one element in 10⁵).
 
     Args:
         pipe_or_module: A diffusers pipeline (its ``components``) or a module.
@@ -647,7 +656,8 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
         cache_text_kv: Reuse projected text K/V across steps (see :class:`Int8AttnProcessor`).
 
     Returns:
-        ``pipe_or_module`` itself; the shared processor is at ``._int8attn_processor`` (use
+        ``pipe_or_module`` itself; the shared processor is at ``._int8attn_processor`` (its
+        ``stats`` count the swapped and wrapped modules and the lean norms; use
         :func:`set_timestep`, or ``callback_on_step_end=proc.callback_on_step_end``).
 
     Raises:
@@ -669,7 +679,7 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
 
     proc = Int8AttnProcessor(mode=mode, policy=policy, fallback=fallback, route=route,
                              cache_text_kv=cache_text_kv)
-    swapped = wrapped = 0
+    swapped = wrapped = norms = 0
     for m in _iter_modules(pipe_or_module):
         if not (callable(getattr(m, "set_processor", None)) and hasattr(m, "processor")):
             continue
@@ -686,8 +696,12 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
         elif wrap_other_processors:
             m.set_processor(Int8SDPAProcessor(cur, proc))
             wrapped += 1
+        else:
+            continue
+        norms += sum(install_lean_norm(getattr(m, n, None), m) for n in _QK_NORMS)
     proc.stats["swapped_modules"] = swapped
     proc.stats["wrapped_modules"] = wrapped
+    proc.stats["lean_norms"] = norms
     if swapped + wrapped == 0:
         # Most likely not a diffusers model/pipeline (or one without attention processors):
         # the caller would otherwise see stock speed and no error.
