@@ -32,7 +32,8 @@ class ModelSpec:
         cls: diffusers class name.
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
-        family: Which input builder applies ("unet", "sd3", "flux", "wan", "cogvideox").
+        family: Which input builder applies ("unet", "sd3", "flux", "wan", "hunyuan",
+            "cogvideox").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -141,6 +142,15 @@ _WAN21_13B = dict(
     added_kv_proj_dim=None, rope_max_seq_len=1024,
 )
 
+_HUNYUAN_VIDEO = dict(
+    # hunyuanvideo-community/HunyuanVideo, transformer/config.json: diffusers' RMSNorm on Q and K,
+    # rotary embedding imported inside the processor's call, a text-padding attention mask
+    in_channels=16, out_channels=16, num_attention_heads=24, attention_head_dim=128,
+    num_layers=20, num_single_layers=40, num_refiner_layers=2, mlp_ratio=4.0, patch_size=2,
+    patch_size_t=1, qk_norm="rms_norm", guidance_embeds=True, text_embed_dim=4096,
+    pooled_projection_dim=768, rope_theta=256.0, rope_axes_dim=(16, 56, 56),
+)
+
 _COGVIDEOX_2B = dict(
     # THUDM/CogVideoX-2b, transformer/config.json (2B uses sin-cos position embeddings; RoPE is
     # the 5B's)
@@ -223,6 +233,18 @@ FULL: Dict[str, ModelSpec] = {
         attention="30 blocks: self-attention over 32760 tokens + cross-attention to 512 tokens, "
                   "12 heads x 128",
         depth=("num_layers",)),
+    "hunyuan": ModelSpec(
+        name="hunyuan", cls="HunyuanVideoTransformer3DModel", config=_HUNYUAN_VIDEO,
+        dtype="bfloat16", family="hunyuan",
+        inputs=dict(batch=1, channels=16, frames=33, latent=(90, 160), text_tokens=256,
+                    text_valid=64, text_dim=4096, pooled_dim=768, guidance=6.0),
+        description="HunyuanVideo 1280x720 129 frames (latent 33x90x160 -> 118800 tokens), "
+                    "batch 1 (guidance-distilled), 256 text tokens of which 64 valid (the "
+                    "rest padding, masked)",
+        source="hunyuanvideo-community/HunyuanVideo transformer/config.json",
+        attention="20 double + 40 single blocks, joint self-attention over 118800+256 tokens "
+                  "with the text padding masked, 24 heads x 128",
+        depth=("num_layers", "num_single_layers")),
     "cogvideox": ModelSpec(
         name="cogvideox", cls="CogVideoXTransformer3DModel", config=_COGVIDEOX_2B,
         dtype="bfloat16", family="cogvideox",
@@ -293,6 +315,13 @@ TINY: Dict[str, ModelSpec] = {
         out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
         cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64),
         dict(batch=2, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_dim=32)),
+    "hunyuan": _tiny(FULL["hunyuan"], dict(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+        num_layers=1, num_single_layers=1, num_refiner_layers=1, patch_size=2, patch_size_t=1,
+        qk_norm="rms_norm", guidance_embeds=True, text_embed_dim=32, pooled_projection_dim=16,
+        rope_axes_dim=(4, 6, 6)),
+        dict(batch=1, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_valid=5,
+             text_dim=32, pooled_dim=16, guidance=6.0)),
     "cogvideox": _tiny(FULL["cogvideox"], dict(
         num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=4,
         time_embed_dim=16, text_embed_dim=32, num_layers=2, sample_width=8, sample_height=8,
@@ -349,6 +378,16 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
         kw = dict(hidden_states=randn(b, s["channels"], s["frames"], h, w),
                   timestep=torch.full((b,), 500.0, device=device),
                   encoder_hidden_states=text)
+    elif spec.family == "hunyuan":
+        h, w = s["latent"]
+        mask = torch.zeros(b, s["text_tokens"], device=device, dtype=dtype)
+        mask[:, :s["text_valid"]] = 1
+        kw = dict(hidden_states=randn(b, s["channels"], s["frames"], h, w),
+                  # the pipeline passes t in the latents' dtype and the guidance scale x 1000
+                  timestep=torch.full((b,), 500.0, device=device, dtype=dtype),
+                  encoder_hidden_states=text, encoder_attention_mask=mask,
+                  pooled_projections=randn(b, s["pooled_dim"]),
+                  guidance=torch.full((b,), s["guidance"] * 1000.0, device=device, dtype=dtype))
     elif spec.family == "cogvideox":
         h, w = s["latent"]
         kw = dict(hidden_states=randn(b, s["frames"], s["channels"], h, w),

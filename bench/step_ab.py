@@ -79,7 +79,8 @@ def compiled_in_child(args: argparse.Namespace, config: str, with_graph: bool) -
     """One compiled configuration timed in a fresh process (``--child``); its JSON result."""
     cmd = [sys.executable, os.path.abspath(__file__), "--model", args.model, "--configs", config,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", args.out,
-           "--child"] + (["--child-graph"] if with_graph else [])
+           "--child"] + (["--child-graph"] if with_graph else []) + (
+               ["--layers", str(args.layers)] if args.layers else [])
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -97,6 +98,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="rounds per mode (default 2)")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     ap.add_argument("--warmup", type=int, default=4, help="steps before timing")
+    ap.add_argument("--layers", type=int, default=None,
+                    help="cut the transformer stacks to this many blocks (the main stack; others "
+                         "keep their published ratio to it); default: full depth")
     ap.add_argument("--out", required=True)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child-graph", action="store_true", help=argparse.SUPPRESS)
@@ -115,7 +119,9 @@ def main() -> int:
         ap.error("needs a CUDA GPU (step times)")
     import int8attn
 
-    spec = pm.FULL[args.model]
+    if args.layers is not None and args.layers < 1:
+        ap.error("--layers must be >= 1")
+    spec = pm.FULL[args.model].with_layers(args.layers)
     dev = torch.device("cuda")
     # The parent process builds the model only for eager steps: compiled ones build their own.
     model = P.build_model(spec, dev) if args.child or "eager" in modes else None
@@ -146,7 +152,8 @@ def main() -> int:
         return 0
 
     results: Dict[str, Any] = {"model": args.model, "torch": torch.__version__,
-                               "gpu": torch.cuda.get_device_name(), "rounds": [],
+                               "gpu": torch.cuda.get_device_name(),
+                               "layers_cut": spec.layers_cut, "rounds": [],
                                "command": "python3 bench/step_ab.py " + " ".join(sys.argv[1:])}
     graphs: Dict[str, Dict[str, Any]] = {}
     for mode in modes:

@@ -719,6 +719,58 @@ def test_rms_norm_fast_path_matches_the_general_one():
 
 
 @needs_diffusers
+def test_hunyuan_video_rotary_import_and_padding_mask(monkeypatch):
+    """HunyuanVideo imports diffusers' apply_rotary_emb inside its processor's call: the wrapped
+    processor's globals import int8attn's version (each call counted), and its joint attention
+    with a text-padding mask runs int8attn with k_lengths, close to stock."""
+    from diffusers import HunyuanVideoTransformer3DModel
+
+    from int8attn import _rotary
+
+    torch.manual_seed(0)
+    model = HunyuanVideoTransformer3DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+        num_layers=1, num_single_layers=1, num_refiner_layers=1, patch_size=2, patch_size_t=1,
+        text_embed_dim=32, pooled_projection_dim=16, rope_axes_dim=(4, 6, 6)).eval()
+    mask = torch.ones(2, 6)
+    mask[1, 4:] = 0  # the second prompt has 4 tokens, then padding
+    inputs = dict(hidden_states=randn(2, 4, 3, 8, 8, seed=71), timestep=torch.tensor([500, 500]),
+                  encoder_hidden_states=randn(2, 6, 32, seed=72), encoder_attention_mask=mask,
+                  pooled_projections=randn(2, 16, seed=73),
+                  guidance=torch.tensor([3500.0, 3500.0]))
+    ref = _out(model, inputs)
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    calls = []
+    rotate = _rotary.rotate_pairs
+    monkeypatch.setattr(_rotary, "rotate_pairs", lambda *a: calls.append(1) or rotate(*a))
+    out = _out(model, inputs)
+    assert len(calls) == 4  # Q and K of the double and the single block
+    stats = model._int8attn_processor.stats
+    assert stats["int8attn"] == 2  # both joint attentions, with k_lengths
+    assert rel_l1(out, ref) < 0.02
+
+
+def test_key_lengths_of_padding_masks():
+    """Key-padding prefix masks give int32 lengths (broadcast over the batch, kept for the same
+    mask); other masks, empty rows and float masks give None."""
+    kl = _processors._KeyLengths()
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 5:] = False
+    lengths = kl.get(mask, 2, 7)
+    assert lengths.dtype == torch.int32 and lengths.tolist() == [7, 5]
+    assert kl.get(mask, 2, 7) is lengths  # kept
+    mask[0, ..., 6] = False  # changed in place: the version counter
+    assert kl.get(mask, 2, 7).tolist() == [6, 5]
+    assert kl.get(torch.ones(1, 1, 1, 7, dtype=torch.bool), 3, 7).tolist() == [7, 7, 7]
+    holes = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    holes[0, ..., 2] = False
+    assert kl.get(holes, 2, 7) is None  # not a prefix
+    assert kl.get(torch.zeros(2, 1, 1, 7, dtype=torch.bool), 2, 7) is None  # no key at all
+    assert kl.get(torch.zeros(2, 1, 1, 7), 2, 7) is None  # additive float mask
+    assert kl.get(torch.ones(2, 1, 7, 7, dtype=torch.bool), 2, 7) is None  # per-query mask
+
+
+@needs_diffusers
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_wan_nested_rotary_is_bit_identical(dtype):
     """Wan's processor defines its rotary function inside __call__: the wrapped processor's code

@@ -98,11 +98,16 @@ def _takes(module: Any, x: Any) -> bool:
     return True
 
 
-def _is_int8attn_processor(processor: Any) -> bool:
-    from ._processors import Int8AttnProcessor  # (it imports this module)
+_processor_class: list = []  # Int8AttnProcessor, once imported (_processors imports this module)
 
-    return isinstance(processor, Int8AttnProcessor) or isinstance(
-        getattr(processor, "config", None), Int8AttnProcessor)
+
+def _is_int8attn_processor(processor: Any) -> bool:
+    if not _processor_class:
+        from ._processors import Int8AttnProcessor
+
+        _processor_class.append(Int8AttnProcessor)
+    cls = _processor_class[0]
+    return isinstance(processor, cls) or isinstance(getattr(processor, "config", None), cls)
 
 
 def lean_forward(self: Any, hidden_states: Any) -> Any:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import sys
 import threading
@@ -30,10 +31,11 @@ from . import _routing
 from . import _torch_op
 from ._api import (Mode, ModeLike, TimestepPolicy, _granularity, parse_mode,
                    warn_mode_overrides_policy)
+from ._api import attention as _attention
 from ._lib import NotSupportedError
 from ._norms import install as install_lean_norm
-from ._rotary import (WAN_ROTARY_GLOBAL, lean_apply_rotary_emb, lean_wan_rotary,
-                      nested_rotary_code)
+from ._rotary import (WAN_ROTARY_GLOBAL, lean_apply_rotary_emb, lean_builtins,
+                      lean_wan_rotary, nested_rotary_code)
 
 _ORIGINAL_SDPA = F.scaled_dot_product_attention
 _ROUTES = ("auto", "always")
@@ -72,6 +74,36 @@ class _TextKV:
 
     def matches(self, source: torch.Tensor) -> bool:
         return source is self.source and source._version == self.version
+
+
+class _KeyLengths:
+    """The valid key count of each batch row of a key-padding mask, for int8attn's
+    ``k_lengths``: a bool mask [B or 1, 1, 1, Nk] (HunyuanVideo's: its video tokens and each
+    prompt's valid text tokens, the padding last) whose kept keys are a non-empty prefix of
+    every row. Checking that costs one host synchronisation, so the last mask's answer is kept
+    (a transformer passes every layer the same mask tensor; its version counter and a weak
+    reference catch changes and reuse of its memory)."""
+
+    def __init__(self) -> None:
+        self.key: Any = None
+        self.mask: Any = None
+        self.lengths: Optional[torch.Tensor] = None
+
+    def get(self, mask: Any, batch: int, keys: int) -> Optional[torch.Tensor]:
+        """int32 [batch] lengths on the mask's device, or None if ``mask`` is not such a mask."""
+        if (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 4
+                or tuple(mask.shape[1:]) != (1, 1, keys) or mask.shape[0] not in (1, batch)):
+            return None
+        key = (mask.data_ptr(), mask._version, tuple(mask.shape), mask.device, batch)
+        if self.key == key and self.mask() is mask:
+            return self.lengths
+        rows = mask.reshape(mask.shape[0], keys)
+        lengths = rows.sum(1, dtype=torch.int32)
+        prefix = torch.arange(keys, device=mask.device) < lengths[:, None]
+        ok = bool(torch.equal(prefix, rows) and int(lengths.min()) > 0)  # the one sync
+        self.key, self.mask = key, weakref.ref(mask)
+        self.lengths = lengths.expand(batch).contiguous() if ok else None
+        return self.lengths
 
 
 class Int8AttnProcessor:
@@ -133,6 +165,7 @@ class Int8AttnProcessor:
         self.stats: Dict[str, int] = {"int8attn": 0, "sdpa_routed": 0, "fallback": 0,
                                       "text_kv_hits": 0}
         self._text_kv: Dict[int, _TextKV] = {}
+        self._key_lengths = _KeyLengths()
         self._step_mode: Dict[Optional[int], int] = {}
         self._op_id = _torch_op.register_processor(self)
         # The fastest mode these calls run in (FAST > BALANCED > EXACT): what a compiled graph
@@ -215,14 +248,17 @@ class Int8AttnProcessor:
     def run(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
             layout: str, causal: bool = False, scale: Optional[float] = None,
             fallback_fn: Optional[Callable[[], torch.Tensor]] = None,
-            out_like_sdpa: bool = False) -> torch.Tensor:
+            out_like_sdpa: bool = False,
+            k_lengths: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The call itself, decided now: the step's mode, the route, int8attn or the
         fallback (eager code, and the kernel of ``int8attn::processor_attention``).
 
         ``out_like_sdpa``: an HND output is allocated as SDPA's cuDNN and flash backends
         allocate theirs, [B, N, H, D] memory viewed as [B, H, N, D], so the processors' next
         step, ``o.transpose(1, 2).reshape(B, N, H * D)``, is a view instead of a copy (eager
-        calls only: a compiled graph's op keeps the layout its fake output promised)."""
+        calls only: a compiled graph's op keeps the layout its fake output promised).
+        ``k_lengths``: int32 [B] valid keys per batch row (eager calls only; the general call
+        path)."""
         mode = self._mode_now()
         if fallback_fn is not None and self.routes_to_sdpa(query, key, layout, mode):
             self._count("sdpa_routed")
@@ -240,9 +276,16 @@ class Int8AttnProcessor:
             b, h, n, d = q.shape
             out = q.new_empty((b, n, h, d)).transpose(1, 2)
         try:
-            o = _torch_op.call(q, k, v, mode_arg, causal, scale, layout,
-                               self.policy.handle if use_policy else 0,
-                               self.timestep if use_policy else -1, kg, out)
+            if k_lengths is None:
+                o = _torch_op.call(q, k, v, mode_arg, causal, scale, layout,
+                                   self.policy.handle if use_policy else 0,
+                                   self.timestep if use_policy else -1, kg, out)
+            else:
+                o = _attention(q, k, v, mode=mode_arg, causal=causal, sm_scale=scale,
+                               layout=layout, policy=self.policy if use_policy else None,
+                               timestep=self.timestep if use_policy else None,
+                               k_granularity=kg or None, k_lengths=k_lengths, out=out,
+                               _warn_override=False)
         except NotSupportedError:
             if not self.fallback or fallback_fn is None:
                 raise
@@ -373,8 +416,8 @@ class Int8AttnProcessor:
                  is_causal: bool = False, scale: Optional[float] = None,
                  enable_gqa: bool = False, attention_kwargs: Optional[Dict[str, Any]] = None,
                  *, backend: Any = None, parallel_config: Any = None) -> torch.Tensor:
-        """diffusers' ``dispatch_attention_fn`` ([B, N, H, D]) through :meth:`attention`; what
-        int8attn cannot take (masks, dropout, context parallelism, other backends' extra
+        """diffusers' ``dispatch_attention_fn`` ([B, N, H, D]) through :meth:`attention` (a
+        key-padding mask through ``k_lengths``); what int8attn cannot take (other masks, dropout, context parallelism, other backends' extra
         arguments) goes to the original dispatcher."""
         def original() -> torch.Tensor:
             from diffusers.models.attention_dispatch import dispatch_attention_fn
@@ -385,14 +428,30 @@ class Int8AttnProcessor:
                                          attention_kwargs=attention_kwargs, backend=backend,
                                          parallel_config=parallel_config)
 
-        if (attn_mask is not None or dropout_p > 0.0 or parallel_config is not None
+        if (dropout_p > 0.0 or parallel_config is not None
                 or attention_kwargs or query.dim() != 4
                 or (is_causal and query.shape[1] != key.shape[1])
                 or (query.shape[2] != key.shape[2] and not enable_gqa)):
             self._count("fallback")
             return original()
+        if attn_mask is not None:
+            return self._masked(query, key, value, attn_mask, "NHD", is_causal, scale, original)
         return self.attention(query, key, value, layout="NHD", causal=is_causal, scale=scale,
                               fallback_fn=original)
+
+    def _masked(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                mask: torch.Tensor, layout: str, causal: bool, scale: Optional[float],
+                fallback_fn: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """A call with an attention mask: int8attn with ``k_lengths`` where the mask is a
+        key-padding prefix (:class:`_KeyLengths`, eager calls), ``fallback_fn`` otherwise."""
+        keys = key.shape[1] if layout == "NHD" else key.shape[2]
+        lengths = (None if causal or _torch_op._is_compiling()
+                   else self._key_lengths.get(mask, query.shape[0], keys))
+        if lengths is None:
+            self._count("fallback")
+            return fallback_fn()
+        return self.run(query, key, value, layout=layout, scale=scale, fallback_fn=fallback_fn,
+                        out_like_sdpa=True, k_lengths=lengths)
 
 
 # diffusers' Attention.forward reads inspect.signature(processor.__call__) on every call, to
@@ -448,8 +507,9 @@ def sdpa_int8(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
               *, processor: Optional[Int8AttnProcessor] = None,
               _original: Optional[Callable[..., torch.Tensor]] = None) -> torch.Tensor:
-    """A drop-in for ``F.scaled_dot_product_attention`` ([B, H, N, D]) that runs int8attn and
-    falls back to the original for masks, dropout, top-left causal with Nq ≠ Nk, inputs that are
+    """A drop-in for ``F.scaled_dot_product_attention`` ([B, H, N, D]) that runs int8attn (with
+    ``k_lengths`` for a key-padding mask, :class:`_KeyLengths`) and falls back to the original
+    for other masks, dropout, top-left causal with Nq ≠ Nk, inputs that are
     not rank 4, and unsupported cases (counted in the processor's ``stats``)."""
     orig = _original or _ORIGINAL_SDPA
     proc = processor or _default_processor()
@@ -461,11 +521,13 @@ def sdpa_int8(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
             kw["enable_gqa"] = True
         return orig(query, key, value, **kw)
 
-    if (attn_mask is not None or dropout_p > 0.0 or query.dim() != 4
+    if (dropout_p > 0.0 or query.dim() != 4
             or (is_causal and query.shape[-2] != key.shape[-2])
             or (query.shape[1] != key.shape[1] and not enable_gqa)):
         proc._count("fallback")
         return fb()
+    if attn_mask is not None:
+        return proc._masked(query, key, value, attn_mask, "HND", is_causal, scale, fb)
     return proc.attention(query, key, value, layout="HND", causal=is_causal, scale=scale,
                           fallback_fn=fb)
 
@@ -481,6 +543,8 @@ def _default_processor() -> Int8AttnProcessor:
 
 # ---- wrapping other processors ----------------------------------------------------------------
 _ROUTED_NAMES = ("scaled_dot_product_attention", "dispatch_attention_fn")
+# Marks routed globals whose builtins import int8attn's rotary embedding (lean_builtins).
+_LEAN_BUILTINS = "_int8attn_lean_builtins"
 
 
 def _is_diffusers_rotary(value: Any) -> bool:
@@ -494,9 +558,10 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
     """``fn`` (a processor's ``__call__``) with ``F`` and ``dispatch_attention_fn`` in its
     globals bound to ``config``; None when its code names neither (nothing to reroute).
     diffusers' ``apply_rotary_emb``, where its globals hold it, becomes the bit-identical
-    :func:`~int8attn._rotary.lean_apply_rotary_emb` (one pass over memory, in eager mode), and a
-    nested one of Wan's signature :func:`~int8attn._rotary.lean_wan_rotary`
-    (:func:`~int8attn._rotary.nested_rotary_code`).
+    :func:`~int8attn._rotary.lean_apply_rotary_emb` (one pass over memory, in eager mode), and so
+    does one the code imports inside the call (the new globals' builtins import it,
+    :func:`~int8attn._rotary.lean_builtins`); a nested one of Wan's signature becomes
+    :func:`~int8attn._rotary.lean_wan_rotary` (:func:`~int8attn._rotary.nested_rotary_code`).
 
     The new globals are the dict of a module registered in ``sys.modules`` under its own name:
     ``torch.compile`` guards a function's globals through the module its ``__name__`` names, so
@@ -529,6 +594,10 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
             return None
         sys.modules[name] = module
         weakref.finalize(config, sys.modules.pop, name, None)
+    if ("apply_rotary_emb" in code.co_names and "apply_rotary_emb" not in origin
+            and not module.__dict__.get(_LEAN_BUILTINS)):  # imported inside the call
+        module.__dict__["__builtins__"] = lean_builtins(origin.get("__builtins__", builtins))
+        module.__dict__[_LEAN_BUILTINS] = True
     nested = nested_rotary_code(code)
     if nested is not None:
         code = nested[0]

@@ -7,15 +7,16 @@ In Flux's eager step at 1024 px on an H100 they take 40 of 186 ms, more than its
 :func:`lean_apply_rotary_emb` computes the same float32 products, sums and final rounding with
 :func:`int8attn.rotary` (``int8attn_rotary``: one read and one write of Q or K, on either
 backend). The wrapped processors (:class:`~int8attn.Int8SDPAProcessor`) whose module imports
-diffusers' function (Flux) call it in its place; under ``torch.compile`` and where gradients
-are needed the original runs (inductor fuses it into one kernel anyway).
+diffusers' function (Flux) call it in its place, and so do those that import it inside their
+call (HunyuanVideo, CogVideoX-5B: :func:`lean_builtins`); under ``torch.compile`` and where
+gradients are needed the original runs (inductor fuses it into one kernel anyway).
 """
 from __future__ import annotations
 
 import functools
 import types
 import weakref
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence
 
 import torch
 
@@ -89,6 +90,38 @@ def lean_apply_rotary_emb(original: Callable[..., Any]) -> Callable[..., Any]:
 
     apply_rotary_emb.__int8attn_lean__ = True  # type: ignore[attr-defined]
     return apply_rotary_emb
+
+
+# ---- processors that import diffusers' function inside ``__call__`` --------------------------
+# (HunyuanVideo, CogVideoX-5B, …: ``from ..embeddings import apply_rotary_emb``)
+
+_EMBEDDINGS = "diffusers.models.embeddings"
+
+
+def lean_builtins(builtins: Any) -> Dict[str, Any]:
+    """A copy of ``builtins`` (a module or its dict) whose ``__import__`` hands a
+    ``from …embeddings import apply_rotary_emb`` of diffusers a stand-in module holding
+    :func:`lean_apply_rotary_emb`'s version, for the globals of a wrapped processor whose code
+    imports it inside its call (every other import is the original's)."""
+    table = dict(builtins if isinstance(builtins, dict) else vars(builtins))
+    original = table["__import__"]
+    proxies: Dict[int, types.ModuleType] = {}
+
+    def __import__(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002, ANN001, ANN202
+        module = original(name, globals, locals, fromlist, level)
+        if (fromlist and "apply_rotary_emb" in fromlist
+                and getattr(module, "__name__", None) == _EMBEDDINGS):
+            proxy = proxies.get(id(module))
+            if proxy is None:
+                proxy = types.ModuleType(_EMBEDDINGS)
+                proxy.__dict__.update(module.__dict__)
+                proxy.apply_rotary_emb = lean_apply_rotary_emb(module.apply_rotary_emb)
+                proxies[id(module)] = proxy
+            return proxy
+        return module
+
+    table["__import__"] = __import__
+    return table
 
 
 # ---- Wan: the rotary function its processor defines inside ``__call__`` ----------------------
