@@ -331,3 +331,42 @@ def test_processor_4d_input_and_fp32(device):
     ref = run(AttnProcessor2_0())
     assert out.shape == x.shape and out.dtype == torch.float32
     assert float((out - ref).abs().sum() / ref.abs().sum()) < 0.03
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_rms_norm_matches_the_cpu_backend(device):
+    """int8attn.rms_norm gives the same bits on every backend (fixed summation order), through
+    the general and the per-call path, for per-head rows and rows across heads."""
+    from int8attn import _fastpath
+
+    for shape in [(2, 300, 24, 128), (1, 77, 1536)]:
+        x = randn(*shape, device=device, dtype=torch.bfloat16, seed=3) * 3
+        w = (1 + 0.3 * randn(shape[-1], device=device, dtype=torch.float32, seed=4)).to(
+            torch.bfloat16)
+        cpu = int8attn.rms_norm(x.cpu(), w.cpu(), eps=1e-6)
+        out = torch.empty_like(x)
+        assert _fastpath.rms_norm(x, w, out, 1e-6)
+        assert torch.equal(out.cpu().view(torch.int16), cpu.view(torch.int16))
+        general = int8attn.rms_norm(x, w, eps=1e-6)
+        assert torch.equal(general.cpu().view(torch.int16), cpu.view(torch.int16))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_key_padding_mask_runs_as_k_lengths(device):
+    """sdpa_int8 with a key-padding prefix mask runs int8attn (k_lengths) and agrees with
+    masked SDPA; a mask with holes falls back."""
+    from int8attn import _processors
+
+    proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
+    q, k, v = (randn(2, 4, 300, 64, device=device, seed=s) for s in (5, 6, 7))
+    mask = torch.ones(2, 1, 1, 300, dtype=torch.bool, device=device)
+    mask[1, ..., 250:] = False
+    ref = F.scaled_dot_product_attention(q.double().cpu(), k.double().cpu(), v.double().cpu(),
+                                         attn_mask=mask.cpu())
+    out = _processors.sdpa_int8(q, k, v, attn_mask=mask, processor=proc)
+    assert proc.stats["int8attn"] == 1 and proc.stats["fallback"] == 0
+    assert rel_l1(out, ref) < BARS["balanced"]
+    holes = mask.clone()
+    holes[0, ..., 7] = False
+    _processors.sdpa_int8(q, k, v, attn_mask=holes, processor=proc)
+    assert proc.stats["fallback"] == 1
