@@ -750,6 +750,41 @@ def test_hunyuan_video_rotary_import_and_padding_mask(monkeypatch):
     assert rel_l1(out, ref) < 0.02
 
 
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_key_padding_mask_under_torch_compile(layout):
+    """Compiled, a key-padding prefix mask is one processor_masked_attention node deciding at
+    run time: int8attn with k_lengths (counted), close to masked SDPA; a mask with holes runs
+    masked SDPA inside the node."""
+    torch._dynamo.reset()
+    proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
+    B, H, N, D = 2, 2, 160, 32  # more than 128 keys: the quantized path
+    q, k, v = (randn(B, H, N, D, seed=s) for s in (81, 82, 83))
+    mask = torch.ones(B, 1, 1, N, dtype=torch.bool)
+    mask[1, ..., 140:] = False
+    if layout == "HND":
+        def call(q, k, v, m):
+            return _processors.sdpa_int8(q, k, v, attn_mask=m, processor=proc)
+        args = (q, k, v)
+    else:
+        def call(q, k, v, m):
+            return proc.dispatch(q, k, v, attn_mask=m)
+        args = tuple(x.transpose(1, 2) for x in (q, k, v))
+    compiled = torch.compile(call, fullgraph=True, backend="eager")
+    out = compiled(*args, mask)
+    if layout == "NHD":
+        out = out.transpose(1, 2)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert proc.stats["int8attn"] == 1
+    assert rel_l1(out, ref) < 0.02
+    holes = mask.clone()
+    holes[0, ..., 3] = False
+    out = compiled(*args, holes)
+    if layout == "NHD":
+        out = out.transpose(1, 2)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=holes))
+    assert proc.stats["int8attn"] == 1 and proc.stats["fallback"] == 1
+
+
 def test_key_lengths_of_padding_masks():
     """Key-padding prefix masks give int32 lengths (broadcast over the batch, kept for the same
     mask); other masks, empty rows and float masks give None."""

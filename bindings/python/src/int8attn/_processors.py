@@ -443,10 +443,19 @@ class Int8AttnProcessor:
                 mask: torch.Tensor, layout: str, causal: bool, scale: Optional[float],
                 fallback_fn: Callable[[], torch.Tensor]) -> torch.Tensor:
         """A call with an attention mask: int8attn with ``k_lengths`` where the mask is a
-        key-padding prefix (:class:`_KeyLengths`, eager calls), ``fallback_fn`` otherwise."""
+        key-padding prefix (:class:`_KeyLengths`), ``fallback_fn`` otherwise. While
+        ``torch.compile`` traces, a bool ``[B or 1, 1, 1, Nk]`` mask becomes one
+        ``int8attn::processor_masked_attention`` node that decides at run time (its SDPA
+        fallback is PyTorch's with the mask); other masks trace ``fallback_fn``."""
         keys = key.shape[1] if layout == "NHD" else key.shape[2]
-        lengths = (None if causal or _torch_op._is_compiling()
-                   else self._key_lengths.get(mask, query.shape[0], keys))
+        if _torch_op._is_compiling():
+            if (not causal and isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+                    and mask.dim() == 4 and tuple(mask.shape[1:]) == (1, 1, keys)):
+                return _torch_op.processor_masked_attention(query, key, value, mask,
+                                                            float(scale or 0.0), layout,
+                                                            self._op_id)
+            return fallback_fn()
+        lengths = None if causal else self._key_lengths.get(mask, query.shape[0], keys)
         if lengths is None:
             self._count("fallback")
             return fallback_fn()

@@ -104,6 +104,40 @@ def _processor_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     return torch.empty_like(q)
 
 
+_MASKED_SCHEMA = ("processor_masked_attention(Tensor q, Tensor k, Tensor v, Tensor mask, "
+                  "float sm_scale, str layout, int processor) -> Tensor")
+
+
+def _masked_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                   sm_scale: float, layout: str, processor: int) -> torch.Tensor:
+    """A masked call of a compiled graph: the processor's key-padding path (``k_lengths``), or
+    PyTorch SDPA with the mask, decided at run time; the result laid out like q (the fake's)."""
+    proc = _processors.get(processor)
+    if proc is None:
+        raise RuntimeError("int8attn::processor_masked_attention: the processor of this "
+                           "compiled graph no longer exists; compile the model again")
+    out = torch.empty_like(q)
+
+    def sdpa() -> torch.Tensor:
+        if layout == "NHD":
+            out.transpose(1, 2).copy_(_ORIGINAL_SDPA(q.transpose(1, 2), k.transpose(1, 2),
+                                                     v.transpose(1, 2), attn_mask=mask,
+                                                     scale=sm_scale or None))
+        else:
+            out.copy_(_ORIGINAL_SDPA(q, k, v, attn_mask=mask, scale=sm_scale or None))
+        return out
+
+    o = proc._masked(q, k, v, mask, layout, False, sm_scale or None, sdpa)
+    if o is not out:
+        out.copy_(o)
+    return out
+
+
+def _masked_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                 sm_scale: float, layout: str, processor: int) -> torch.Tensor:
+    return torch.empty_like(q)
+
+
 def _register() -> Any:
     lib = torch.library.Library("int8attn", "FRAGMENT")
     register_fake = getattr(torch.library, "register_fake", None)
@@ -111,7 +145,8 @@ def _register() -> Any:
         register_fake = torch.library.impl_abstract
     for name, schema, kernel, fake in (
             ("attention", _SCHEMA, _kernel, _fake),
-            ("processor_attention", _PROCESSOR_SCHEMA, _processor_kernel, _processor_fake)):
+            ("processor_attention", _PROCESSOR_SCHEMA, _processor_kernel, _processor_fake),
+            ("processor_masked_attention", _MASKED_SCHEMA, _masked_kernel, _masked_fake)):
         lib.define(schema)
         for key in ("CPU", "CUDA"):
             lib.impl(name, kernel, key)
@@ -127,6 +162,7 @@ if not hasattr(torch.ops.int8attn, "attention"):
     _LIBRARY = _register()  # kept alive: the registration lasts as long as this object
 
 processor_attention = torch.ops.int8attn.processor_attention
+processor_masked_attention = torch.ops.int8attn.processor_masked_attention
 
 #: ``torch.ops.int8attn.attention`` (positional: q, k, v, mode, causal, sm_scale, layout, policy,
 #: timestep).
