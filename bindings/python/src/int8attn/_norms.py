@@ -15,9 +15,9 @@ in eager mode while its attention module runs an int8attn processor; under ``tor
 and dtypes, and once the stock processors are set back, the original ``forward`` runs.
 
 ``torch.nn.RMSNorm`` (Flux, Wan) runs as one fused kernel in PyTorch, at about half the memory
-rate of int8attn's over per-head rows (H100, ``bench/rms_norm.py``: Flux's 0.070 against 0.034
-ms a call, SD3.5's 64-channel rows 0.192 against 0.045) but faster over Wan's 1536 channels
-(0.076 against 0.085). So its modules of at most :data:`TORCH_MAX_CHANNELS` channels get the
+rate of int8attn's over per-head rows (H100, ``bench/results/2026-11-28-h100-rms-norm/``:
+Flux's 0.072 against 0.031 ms a call, SD3.5's 64-channel rows 0.192 against 0.041) but faster
+over Wan's 1536 channels (0.075 against 0.084). So its modules of at most :data:`TORCH_MAX_CHANNELS` channels get the
 lean forward too, with its rounding: x·r times the weight in float32, rounded once (the weight
 passed as a float32 copy, made once per weight version).
 """
