@@ -427,12 +427,18 @@ def test_standard_processor_matches_stock_and_counts_fallbacks():
         attn.set_processor(proc)
         out = attn(x, text)
         assert rel_l1(out, ref) < 1e-5
-        mask = torch.zeros(2, 1, 77)
-        mask[:, :, 60:] = float("-inf")
-        out_m = attn(x, text, attention_mask=mask)
+        # A key-padding bias (diffusers' encoder mask: 0 keeps, -10000 or -inf drops) runs
+        # int8attn with k_lengths; a mask with a hole falls back to SDPA.
+        pad = torch.zeros(2, 1, 77)
+        pad[0, :, 60:] = float("-inf")
+        pad[1, :, 50:] = -10000.0
+        holes = torch.zeros(2, 1, 77)
+        holes[:, :, 5] = float("-inf")
+        outs = [attn(x, text, attention_mask=m) for m in (pad, holes)]
         attn.set_processor(AttnProcessor2_0())
-        torch.testing.assert_close(out_m, attn(x, text, attention_mask=mask))
-    assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 1
+        for o, m in zip(outs, (pad, holes)):
+            torch.testing.assert_close(o, attn(x, text, attention_mask=m))
+    assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 2
 
 
 @needs_diffusers

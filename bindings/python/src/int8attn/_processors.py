@@ -78,31 +78,58 @@ class _TextKV:
 
 class _KeyLengths:
     """The valid key count of each batch row of a key-padding mask, for int8attn's
-    ``k_lengths``: a bool mask [B or 1, 1, 1, Nk] (HunyuanVideo's: its video tokens and each
-    prompt's valid text tokens, the padding last) whose kept keys are a non-empty prefix of
-    every row. Checking that costs one host synchronisation, so the last mask's answer is kept
-    (a transformer passes every layer the same mask tensor; its version counter and a weak
-    reference catch changes and reuse of its memory)."""
+    ``k_lengths``: a mask [B or 1, H or 1, 1, Nk] (or [B or 1, 1, Nk]), bool (True keeps a key)
+    or float (an additive bias: 0 keeps a key, at most −10⁴ drops it, as diffusers' −10000 or
+    −inf do: its softmax weight underflows to 0), the same for every head, whose kept keys are a non-empty prefix of
+    every row (HunyuanVideo's joint attention, the text padding last; PixArt's and Sana's
+    cross-attention to padded T5 tokens). Checking that costs one host synchronisation, so the
+    last mask's answer is kept (a transformer passes every layer the same mask tensor; its
+    version counter and a weak reference catch changes and reuse of its memory)."""
+
+    DROP = -1.0e4  # a float mask's entries at or below this drop their key
 
     def __init__(self) -> None:
         self.key: Any = None
         self.mask: Any = None
         self.lengths: Optional[torch.Tensor] = None
 
-    def get(self, mask: Any, batch: int, keys: int) -> Optional[torch.Tensor]:
-        """int32 [batch] lengths on the mask's device, or None if ``mask`` is not such a mask."""
-        if (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 4
-                or tuple(mask.shape[1:]) != (1, 1, keys) or mask.shape[0] not in (1, batch)):
+    @staticmethod
+    def shaped(mask: Any, batch: int, keys: int, floats: bool = False) -> bool:
+        """Whether ``mask`` has a key-padding mask's dtype and shape (no data read): rank 4, or
+        rank 3 [B or 1, 1, Nk] (diffusers' encoder masks before the processor repeats them per
+        head: a new tensor every call, so the processors pass the original). Float masks only
+        with ``floats``: where the caller passes a mask that stays the same tensor across
+        layers (a mask made anew in every call would cost a synchronisation every call)."""
+        return (isinstance(mask, torch.Tensor) and mask.dim() in (3, 4)
+                and (mask.dtype == torch.bool or (floats and mask.is_floating_point()))
+                and mask.shape[-2] == 1 and mask.shape[-1] == keys
+                and (mask.dim() == 4 or mask.shape[1] == 1) and mask.shape[0] in (1, batch))
+
+    def get(self, mask: Any, batch: int, keys: int,
+            floats: bool = False) -> Optional[torch.Tensor]:
+        """int32 [batch] lengths on the mask's device, or None if ``mask`` is not such a mask
+        (``floats``: see :meth:`shaped`)."""
+        if not self.shaped(mask, batch, keys, floats):
             return None
-        key = (mask.data_ptr(), mask._version, tuple(mask.shape), mask.device, batch)
+        key = (mask.data_ptr(), mask._version, tuple(mask.shape), mask.stride(), mask.dtype,
+               mask.device, batch)
         if self.key == key and self.mask() is mask:
             return self.lengths
-        rows = mask.reshape(mask.shape[0], keys)
-        lengths = rows.sum(1, dtype=torch.int32)
-        prefix = torch.arange(keys, device=mask.device) < lengths[:, None]
-        ok = bool(torch.equal(prefix, rows) and int(lengths.min()) > 0)  # the one sync
+        rows = mask[:, 0, :] if mask.dim() == 3 else mask[:, 0, 0, :]
+        if mask.dtype == torch.bool:
+            keep, valid = rows, None
+        else:
+            keep = rows == 0
+            valid = (keep | (rows <= self.DROP)).all()
+        lengths = keep.sum(1, dtype=torch.int32)
+        ok = ((torch.arange(keys, device=mask.device) < lengths[:, None]) == keep).all()
+        ok = ok & (lengths > 0).all()
+        if mask.dim() == 4:  # the same for every head
+            ok = ok & (mask == mask[:, :1]).all()
+        if valid is not None:
+            ok = ok & valid
         self.key, self.mask = key, weakref.ref(mask)
-        self.lengths = lengths.expand(batch).contiguous() if ok else None
+        self.lengths = lengths.expand(batch).contiguous() if bool(ok) else None  # the one sync
         return self.lengths
 
 
@@ -328,6 +355,7 @@ class Int8AttnProcessor:
         batch_size, sequence_length, _ = (
             hidden_states.shape if encoder_hidden_states is None
             else encoder_hidden_states.shape)
+        raw_mask = attention_mask
         if attention_mask is not None:
             attention_mask = attn.prepare_attention_mask(attention_mask, sequence_length,
                                                          batch_size)
@@ -360,17 +388,19 @@ class Int8AttnProcessor:
         def sdpa() -> torch.Tensor:
             return stock_sdpa_nhd(query, key, value, attention_mask)
 
-        if attention_mask is not None and self.fallback:
-            self._count("fallback")
-            out = sdpa()
-        elif attention_mask is not None:
-            raise NotSupportedError(200, "attention_mask: arbitrary masks are not supported by "
-                                    "int8attn (use fallback=True)")
+        scale = getattr(attn, "scale", None)
+        scale = float(scale) if scale is not None else None
+        if attention_mask is not None:
+            def masked_fallback() -> torch.Tensor:
+                if not self.fallback:
+                    raise NotSupportedError(200, "attention_mask: int8attn takes key-padding "
+                                            "masks only (use fallback=True)")
+                return sdpa()
+
+            out = self._masked(query, key, value, attention_mask, "NHD", False, scale,
+                               masked_fallback, lengths_from=raw_mask)
         else:
-            scale = getattr(attn, "scale", None)
-            out = self.attention(query, key, value, layout="NHD",
-                                 scale=float(scale) if scale is not None else None,
-                                 fallback_fn=sdpa)
+            out = self.attention(query, key, value, layout="NHD", scale=scale, fallback_fn=sdpa)
         hidden_states = out.reshape(batch_size, -1, attn.heads * head_dim).to(query.dtype)
         hidden_states = attn.to_out[0](hidden_states)
         if len(attn.to_out) > 1:
@@ -441,21 +471,28 @@ class Int8AttnProcessor:
 
     def _masked(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 mask: torch.Tensor, layout: str, causal: bool, scale: Optional[float],
-                fallback_fn: Callable[[], torch.Tensor]) -> torch.Tensor:
+                fallback_fn: Callable[[], torch.Tensor],
+                lengths_from: Optional[torch.Tensor] = None) -> torch.Tensor:
         """A call with an attention mask: int8attn with ``k_lengths`` where the mask is a
         key-padding prefix (:class:`_KeyLengths`), ``fallback_fn`` otherwise. While
-        ``torch.compile`` traces, a bool ``[B or 1, 1, 1, Nk]`` mask becomes one
+        ``torch.compile`` traces, a mask of a key-padding mask's shape becomes one
         ``int8attn::processor_masked_attention`` node that decides at run time (its SDPA
-        fallback is PyTorch's with the mask); other masks trace ``fallback_fn``."""
+        fallback is PyTorch's with the mask); other masks trace ``fallback_fn``.
+        ``lengths_from``: the mask the lengths are read from when it is not ``mask`` itself
+        (the caller's before diffusers repeated it per head: the standard processors; float
+        masks are taken there, and while ``torch.compile`` traces those calls keep
+        ``fallback_fn``)."""
         keys = key.shape[1] if layout == "NHD" else key.shape[2]
         if _torch_op._is_compiling():
-            if (not causal and isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
-                    and mask.dim() == 4 and tuple(mask.shape[1:]) == (1, 1, keys)):
+            if not causal and lengths_from is None and _KeyLengths.shaped(mask, query.shape[0],
+                                                                           keys):
                 return _torch_op.processor_masked_attention(query, key, value, mask,
                                                             float(scale or 0.0), layout,
                                                             self._op_id)
             return fallback_fn()
-        lengths = None if causal else self._key_lengths.get(mask, query.shape[0], keys)
+        source = lengths_from if lengths_from is not None else mask
+        lengths = None if causal else self._key_lengths.get(source, query.shape[0], keys,
+                                                            floats=lengths_from is not None)
         if lengths is None:
             self._count("fallback")
             return fallback_fn()

@@ -305,14 +305,21 @@ def test_processor_and_replace(device):
         kw = proc.callback_on_step_end(None, 3, 0, {"latents": 1})
         assert kw == {"latents": 1} and proc.timestep == 0
 
-        # an attention mask falls back to SDPA, counted
-        mask = torch.zeros(4, 1, 77, device=device, dtype=dtype)
-        mask[:, :, 70:] = float("-inf")
-        a = unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=mask)
+        # a key-padding bias runs int8attn with k_lengths; a mask with a hole falls back to
+        # SDPA, counted
+        pad = torch.zeros(4, 1, 77, device=device, dtype=dtype)
+        pad[:, :, 70:] = float("-inf")
+        holes = torch.zeros(4, 1, 77, device=device, dtype=dtype)
+        holes[:, :, 3] = float("-inf")
+        before = proc.stats["int8attn"] + proc.stats["sdpa_routed"]
+        outs = [unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=m)
+                for m in (pad, holes)]
         unet.cross_attn.set_processor(AttnProcessor2_0())
-        b = unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=mask)
-        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
+        for o, m in zip(outs, (pad, holes)):
+            ref = unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=m)
+            torch.testing.assert_close(o, ref, rtol=1e-2, atol=1e-2)
         assert proc.stats["fallback"] == 1
+        assert proc.stats["int8attn"] + proc.stats["sdpa_routed"] == before + 1
 
 
 @pytest.mark.parametrize("device", DEVICES)
