@@ -793,7 +793,8 @@ def test_key_padding_mask_under_torch_compile(layout):
 
 def test_key_lengths_of_padding_masks():
     """Key-padding prefix masks give int32 lengths (broadcast over the batch, kept for the same
-    mask); other masks, empty rows and float masks give None."""
+    mask), float biases too where allowed (bf16's -10000 included); other masks, empty rows and
+    masks that differ between heads give None."""
     kl = _processors._KeyLengths()
     mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
     mask[1, ..., 5:] = False
@@ -807,7 +808,16 @@ def test_key_lengths_of_padding_masks():
     holes[0, ..., 2] = False
     assert kl.get(holes, 2, 7) is None  # not a prefix
     assert kl.get(torch.zeros(2, 1, 1, 7, dtype=torch.bool), 2, 7) is None  # no key at all
-    assert kl.get(torch.zeros(2, 1, 1, 7), 2, 7) is None  # additive float mask
+    bias = torch.zeros(2, 1, 1, 7)
+    assert kl.get(bias, 2, 7) is None  # float masks only where the caller allows them
+    bias[0, ..., 4:] = -10000.0
+    bias16 = bias.to(torch.bfloat16)  # -10000 rounds to -9984
+    assert kl.get(bias16, 2, 7, floats=True).tolist() == [4, 7]
+    bias[1, ..., 6] = -5.0  # neither kept (0) nor dropped
+    assert kl.get(bias, 2, 7, floats=True) is None
+    heads = torch.zeros(2, 3, 1, 7, dtype=torch.bool)
+    heads[:, :2] = True
+    assert kl.get(heads, 2, 7) is None  # heads that differ
     assert kl.get(torch.ones(2, 1, 7, 7, dtype=torch.bool), 2, 7) is None  # per-query mask
 
 

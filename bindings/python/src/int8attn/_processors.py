@@ -79,14 +79,15 @@ class _TextKV:
 class _KeyLengths:
     """The valid key count of each batch row of a key-padding mask, for int8attn's
     ``k_lengths``: a mask [B or 1, H or 1, 1, Nk] (or [B or 1, 1, Nk]), bool (True keeps a key)
-    or float (an additive bias: 0 keeps a key, at most −10⁴ drops it, as diffusers' −10000 or
-    −inf do: its softmax weight underflows to 0), the same for every head, whose kept keys are a non-empty prefix of
+    or float (an additive bias: 0 keeps a key, at most −1000 drops it, as diffusers' −10000 in
+    any dtype (bf16 rounds it to −9984) or −inf do: its softmax weight underflows to 0 in
+    float32), the same for every head, whose kept keys are a non-empty prefix of
     every row (HunyuanVideo's joint attention, the text padding last; PixArt's and Sana's
     cross-attention to padded T5 tokens). Checking that costs one host synchronisation, so the
     last mask's answer is kept (a transformer passes every layer the same mask tensor; its
     version counter and a weak reference catch changes and reuse of its memory)."""
 
-    DROP = -1.0e4  # a float mask's entries at or below this drop their key
+    DROP = -1.0e3  # a float mask's entries at or below this drop their key
 
     def __init__(self) -> None:
         self.key: Any = None
