@@ -281,8 +281,9 @@ def recording_stock_attention(rec: AttentionRecorder) -> Iterator[None]:
 
 @contextlib.contextmanager
 def recording_int8attn_attention(rec: AttentionRecorder) -> Iterator[None]:
-    """``Int8AttnProcessor.attention`` timed (a class attribute: the int8attn call, the calls the
-    routing table sends to SDPA and the fallbacks of unsupported calls pass through it), and
+    """``Int8AttnProcessor.attention`` and ``._masked`` timed (class attributes: the int8attn
+    call, masked calls, the calls the routing table sends to SDPA and the fallbacks of
+    unsupported calls pass through them), and
     ``F.scaled_dot_product_attention`` too: a UNet call the table routes is handed to diffusers'
     stock processor before any projection, and only that function sees it. A fallback that
     reaches it from inside a timed call is not counted again (AttentionRecorder)."""
@@ -296,11 +297,21 @@ def recording_int8attn_attention(rec: AttentionRecorder) -> Iterator[None]:
         return rec.call(lambda: original(self, query, key, value, *args, **kwargs), query, key,
                         kwargs.get("layout", "HND"))
 
+    # Calls with a mask (a key-padding mask runs int8attn with k_lengths) go through _masked.
+    original_masked = Int8AttnProcessor._masked
+
+    def masked(self: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               mask: Any, layout: str, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return rec.call(lambda: original_masked(self, query, key, value, mask, layout, *args,
+                                                **kwargs), query, key, layout)
+
     Int8AttnProcessor.attention = attention
+    Int8AttnProcessor._masked = masked
     try:
         with recording_stock_attention(rec):
             yield
     finally:
+        Int8AttnProcessor._masked = original_masked
         if own:
             Int8AttnProcessor.attention = original
         else:  # inherited: uncover the base class's again
