@@ -184,16 +184,13 @@ __global__ void __launch_bounds__(256)
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-size_t element_bytes(DType t) { return t == DType::kF32 ? 4 : 2; }
-
 // Whether every row of x and out, and the weight, is contiguous and 16-byte aligned with whole
 // 8-channel chunks.
 bool rows_vectorizable(const RmsNormProblem& p) {
   if (p.D % kChunk != 0 || p.x.stride[3] != 1 || p.out_stride[3] != 1) return false;
   if (!aligned16(p.x.data) || !aligned16(p.out)) return false;
   if (p.has_weight && (p.weight_stride != 1 || !aligned16(p.weight))) return false;
-  const int64_t xb = static_cast<int64_t>(element_bytes(p.x_dtype));
-  const int64_t ob = static_cast<int64_t>(element_bytes(p.out_dtype));
+  const int64_t xb = dtype_bytes(p.x_dtype), ob = dtype_bytes(p.out_dtype);
   for (int i = 0; i < 3; ++i)
     if ((p.x.stride[i] * xb) % 16 != 0 || (p.out_stride[i] * ob) % 16 != 0) return false;
   return true;
