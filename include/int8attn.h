@@ -712,10 +712,26 @@ INT8ATTN_API int8attn_status_t int8attn_predict_block_mask(int8attn_context_t* c
 /** @defgroup rotary Rotary position embedding
  *  @{ */
 
+/** @brief How int8attn_rotary() evaluates a pair's rotation: the arithmetic of the framework
+ *         code it stands in for, so that the result is that code's, bit for bit. */
+enum int8attn_rotary_arithmetic_values {
+  /** Each product and each sum rounded to float32 on its own:
+   *  `y0 = x0·c0 − x1·s0`, `y1 = x1·c1 + x0·s1`. Real cos/sin tables evaluated
+   *  elementwise, as diffusers' `apply_rotary_emb(x, (cos, sin))` does (Flux, HunyuanVideo,
+   *  Wan). The default. */
+  INT8ATTN_ROTARY_ROUNDED = 0,
+  /** The complex product (x0 + i·x1)(c + i·s) with one fused multiply-add per part, the
+   *  products it adds rounded to float32: `y0 = fma(x0, c0, −(x1·s0))`,
+   *  `y1 = fma(x0, s1, x1·c1)`. That is how PyTorch's CUDA kernels (sm_90, PyTorch 2.11)
+   *  evaluate `torch.view_as_complex(x) * freqs_cis` with x on the left (Qwen-Image, Z-Image,
+   *  Lumina 2); pass the tables as cos[n][2i] = cos[n][2i+1] = Re f, sin likewise Im f. */
+  INT8ATTN_ROTARY_COMPLEX_FMA = 1
+};
+
 /** @brief Options of int8attn_rotary(). */
 typedef struct int8attn_rotary_params_t {
   uint32_t struct_size; /**< sizeof(int8attn_rotary_params_t); set by the init function. */
-  int32_t reserved0;    /**< Must be 0. */
+  int32_t arithmetic;   /**< ::int8attn_rotary_arithmetic_values; default ROUNDED. */
   void* stream;         /**< cudaStream_t for GPU tensors. */
 } int8attn_rotary_params_t;
 
@@ -727,9 +743,10 @@ INT8ATTN_API void int8attn_rotary_params_init(int8attn_rotary_params_t* params);
  * @brief Rotate the interleaved channel pairs of x [B, H, N, D] by per-token angles (rotary
  *        position embedding, the convention of Flux and of diffusers' `apply_rotary_emb`):
  *        `out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]` and
- *        `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, each product and each sum
- *        rounded to float32 and the result rounded to nearest-even in out's dtype: bit-identical
- *        to evaluating that formula in float32 (no fused multiply-add), on every backend.
+ *        `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, in float32 with the rounding
+ *        steps that params->arithmetic names (by default each product and each sum rounded on
+ *        its own, no fused multiply-add), the result rounded to nearest-even in out's dtype:
+ *        the same bits on every backend.
  *        One pass over x, so Q or K can be rotated right before int8attn_forward() without the
  *        several passes of a framework's elementwise kernels.
  * @param[in] context The context.

@@ -1,7 +1,9 @@
 // int8attn_rotary through the C API on the CPU backend: every output bit equals the float32
-// formula with each product and sum rounded separately (fp32, and fp16/bf16 rounded to
-// nearest-even), in HND and NHD memory, in place, with broadcast tables; bad arguments get a
-// status naming them and leave the output untouched.
+// formula in the arithmetic asked for (each product and sum rounded separately, or the complex
+// product with one fused multiply-add per part), fp32 and fp16/bf16 rounded to nearest-even,
+// in HND and NHD memory, in place, with broadcast tables; bad arguments get a status naming
+// them and leave the output untouched.
+#include <cmath>
 #include <cstring>
 
 #include "numerics_common.h"
@@ -12,9 +14,16 @@ using int8attn_ref::Layout;
 
 namespace {
 
-// The formula, evaluated so that no compiler can fuse a product into the sum.
-void expected_pair(float x0, float x1, float c0, float s0, float c1, float s1, float& y0,
-                   float& y1) {
+// The formula, evaluated so that no compiler can fuse a product into the sum except where the
+// arithmetic asks for a fused multiply-add (std::fma: one rounding).
+void expected_pair(int32_t arithmetic, float x0, float x1, float c0, float s0, float c1, float s1,
+                   float& y0, float& y1) {
+  if (arithmetic == INT8ATTN_ROTARY_COMPLEX_FMA) {
+    volatile float b = x1 * s0, c = x1 * c1;
+    y0 = std::fma(x0, c0, -b);
+    y1 = std::fma(x0, s1, c);
+    return;
+  }
   volatile float a = x0 * c0, b = x1 * s0, c = x1 * c1, d = x0 * s1;
   y0 = a - b;
   y1 = c + d;
@@ -31,7 +40,7 @@ Tables make_tables(int64_t N, int64_t D) {
 
 // out (as stored in dtype) against the formula applied to x's stored values.
 void expect_rotated(const HostTensor& x, const HostTensor& out, const Tables& t,
-                    bool tokens_broadcast) {
+                    bool tokens_broadcast, int32_t arithmetic = INT8ATTN_ROTARY_ROUNDED) {
   const int64_t D = x.D();
   for (int64_t b = 0; b < x.B(); ++b)
     for (int64_t h = 0; h < x.H(); ++h)
@@ -39,8 +48,8 @@ void expect_rotated(const HostTensor& x, const HostTensor& out, const Tables& t,
         const int64_t row = tokens_broadcast ? 0 : n * D;
         for (int64_t d = 0; d < D; d += 2) {
           float y0, y1;
-          expected_pair(x.get(b, h, n, d), x.get(b, h, n, d + 1), t.cos[row + d], t.sin[row + d],
-                        t.cos[row + d + 1], t.sin[row + d + 1], y0, y1);
+          expected_pair(arithmetic, x.get(b, h, n, d), x.get(b, h, n, d + 1), t.cos[row + d],
+                        t.sin[row + d], t.cos[row + d + 1], t.sin[row + d + 1], y0, y1);
           const float want0 = int8attn_ref::round_to_dtype(y0, x.dtype());
           const float want1 = int8attn_ref::round_to_dtype(y1, x.dtype());
           const float got0 = out.get(b, h, n, d), got1 = out.get(b, h, n, d + 1);
@@ -80,6 +89,41 @@ TEST(Rotary, BitIdenticalToTheFloat32Formula) {
           << int8attn_last_error();
       EXPECT_EQ(y.values(), out.values());
     }
+}
+
+TEST(Rotary, ComplexProductWithFusedMultiplyAdds) {
+  auto ctx = make_context();
+  const int64_t B = 2, H = 3, N = 29, D = 16;
+  // Complex tables as callers pass them: both channels of a pair hold Re f (cos) and Im f (sin).
+  Tables t = make_tables(N, D);
+  for (int64_t i = 0; i < N * D; i += 2) {
+    t.cos[i + 1] = t.cos[i];
+    t.sin[i + 1] = t.sin[i];
+  }
+  int8attn_rotary_params_t p;
+  int8attn_rotary_params_init(&p);
+  EXPECT_EQ(p.arithmetic, INT8ATTN_ROTARY_ROUNDED);
+  p.arithmetic = INT8ATTN_ROTARY_COMPLEX_FMA;
+  int64_t fused_differs = 0;
+  for (int32_t dtype : {INT8ATTN_DTYPE_F32, INT8ATTN_DTYPE_BF16})
+    for (Layout layout : {Layout::HND, Layout::NHD}) {
+      std::vector<float> v = gaussian(static_cast<size_t>(B * H * N * D), 40);
+      const HostTensor x = HostTensor::from_values(v, dtype, layout, B, H, N, D);
+      HostTensor out(dtype, layout, B, H, N, D), rounded(dtype, layout, B, H, N, D);
+      int8attn_tensor_t xd = x.desc(), od = out.desc(), rd = rounded.desc();
+      int8attn_tensor_t cd =
+          host_desc(const_cast<float*>(t.cos.data()), INT8ATTN_DTYPE_F32, {N, D});
+      int8attn_tensor_t sd =
+          host_desc(const_cast<float*>(t.sin.data()), INT8ATTN_DTYPE_F32, {N, D});
+      ASSERT_EQ(int8attn_rotary(ctx.get(), &xd, &cd, &sd, &od, &p), INT8ATTN_OK)
+          << int8attn_last_error();
+      expect_rotated(x, out, t, false, INT8ATTN_ROTARY_COMPLEX_FMA);
+      ASSERT_EQ(int8attn_rotary(ctx.get(), &xd, &cd, &sd, &rd, nullptr), INT8ATTN_OK);
+      const std::vector<float> a = out.values(), r = rounded.values();
+      for (size_t i = 0; i < a.size(); ++i) fused_differs += a[i] != r[i];
+    }
+  // The arithmetic is really another one: in float32 the fused results differ somewhere.
+  EXPECT_GT(fused_differs, 0);
 }
 
 TEST(Rotary, BroadcastTables) {
@@ -139,8 +183,8 @@ TEST(Rotary, BadArgumentsNameThemAndWriteNothing) {
        [&](auto&, auto&, auto& o_, auto&) {
          o_ = host_desc(x.data() + 2, INT8ATTN_DTYPE_F32, {B, H, N, D});  // two elements on
        }},
-      {"reserved field", INT8ATTN_ERROR_INVALID_ARGUMENT, "params->reserved0",
-       [&](auto&, auto&, auto&, auto& p_) { p_.reserved0 = 1; }},
+      {"arithmetic", INT8ATTN_ERROR_INVALID_ARGUMENT, "params->arithmetic",
+       [&](auto&, auto&, auto&, auto& p_) { p_.arithmetic = 2; }},
   };
   for (const Case& c : cases) {
     int8attn_tensor_t x_ = xd, c_ = cd, o_ = od;

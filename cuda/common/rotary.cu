@@ -1,11 +1,12 @@
 // int8attn_rotary on the GPU: one pass over x, each thread rotating the pairs of one 16-byte
 // chunk of a row (or one pair on the strided path) with common/rotary_math.h, so the results
-// are bit-identical to the CPU backend's and to float32 evaluation of the formula.
+// are bit-identical to the CPU backend's in either arithmetic.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/rotary_math.h"
 #include "cuda/common/aux_kernels.h"
@@ -17,7 +18,7 @@ namespace {
 
 // kVec: x and out rows contiguous and 16-byte aligned, cos/sin rows contiguous and 16-byte
 // aligned, D a multiple of the chunk: each thread rotates one chunk of kChunk channels.
-template <typename T, bool kVec>
+template <typename T, bool kVec, bool kComplexFma>
 __global__ void rotary_kernel(const RotaryProblem p, dev::RowOrder order) {
   constexpr int kChunk = kVec ? 16 / sizeof(T) : 2;  // channels a thread rotates
   const int64_t chunks = p.D / kChunk;
@@ -49,7 +50,8 @@ __global__ void rotary_kernel(const RotaryProblem p, dev::RowOrder order) {
       for (int k = 0; k < kChunk; ++k) x[k] = dev::to_float(in.e[k]);
 #pragma unroll
       for (int k = 0; k < kChunk; k += 2)
-        rotary::rotate_pair(x[k], x[k + 1], cv[k], sv[k], cv[k + 1], sv[k + 1], y[k], y[k + 1]);
+        rotary::rotate<kComplexFma>(x[k], x[k + 1], cv[k], sv[k], cv[k + 1], sv[k + 1], y[k],
+                                    y[k + 1]);
 #pragma unroll
       for (int k = 0; k < kChunk; ++k) out.e[k] = dev::from_f32<T>(y[k]);
       *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + oo + d0) = out.u;
@@ -61,7 +63,7 @@ __global__ void rotary_kernel(const RotaryProblem p, dev::RowOrder order) {
         cv[k] = c[(d0 + k) * p.cos_stride[1]];
         sv[k] = s[(d0 + k) * p.sin_stride[1]];
       }
-      rotary::rotate_pair(x[0], x[1], cv[0], sv[0], cv[1], sv[1], y[0], y[1]);
+      rotary::rotate<kComplexFma>(x[0], x[1], cv[0], sv[0], cv[1], sv[1], y[0], y[1]);
       T* os = static_cast<T*>(p.out) + oo;
       os[d0 * p.out_stride[3]] = dev::from_f32<T>(y[0]);
       os[(d0 + 1) * p.out_stride[3]] = dev::from_f32<T>(y[1]);
@@ -100,10 +102,16 @@ cudaError_t launch_typed(const RotaryProblem& p, cudaStream_t s) {
   // A grid-stride loop over a few waves of CTAs (8 per SM resident at 256 threads).
   const int64_t blocks = std::min<int64_t>((items + kThreads - 1) / kThreads, 8LL * 4 * sms);
   const dev::RowOrder order{p.B, p.H, p.N, p.x.stride[1] < p.x.stride[2]};
+  const auto launch = [&](auto vec_tag, auto fma_tag) {
+    rotary_kernel<T, decltype(vec_tag)::value, decltype(fma_tag)::value>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(p, order);
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
   if (vec)
-    rotary_kernel<T, true><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(p, order);
+    p.complex_fma ? launch(Yes{}, Yes{}) : launch(Yes{}, No{});
   else
-    rotary_kernel<T, false><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(p, order);
+    p.complex_fma ? launch(No{}, Yes{}) : launch(No{}, No{});
   return cudaGetLastError();
 }
 

@@ -86,6 +86,7 @@ struct RotaryProblem {
   const float* cos = nullptr;
   const float* sin = nullptr;
   int64_t cos_stride[2] = {0, 0}, sin_stride[2] = {0, 0};  // [N, D]
+  bool complex_fma = false;  // INT8ATTN_ROTARY_COMPLEX_FMA (else ROUNDED)
   void* stream = nullptr;
 };
 

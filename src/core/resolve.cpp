@@ -50,7 +50,7 @@ int8attn_quantize_params_t quantize_params_defaults() {
 int8attn_rotary_params_t rotary_params_defaults() {
   int8attn_rotary_params_t p{};
   p.struct_size = sizeof(p);
-  p.reserved0 = 0;
+  p.arithmetic = INT8ATTN_ROTARY_ROUNDED;
   p.stream = nullptr;
   return p;
 }
@@ -488,8 +488,11 @@ RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
                              const int8attn_tensor_t* out, const int8attn_rotary_params_t* params) {
   int8attn_rotary_params_t prm = rotary_params_defaults();
   copy_params(prm, params, "params");
-  INT8ATTN_REQUIRE(prm.reserved0 == 0, INT8ATTN_ERROR_INVALID_ARGUMENT,
-                   "params->reserved0 is " + std::to_string(prm.reserved0) + " but must be 0");
+  INT8ATTN_REQUIRE(
+      prm.arithmetic == INT8ATTN_ROTARY_ROUNDED || prm.arithmetic == INT8ATTN_ROTARY_COMPLEX_FMA,
+      INT8ATTN_ERROR_INVALID_ARGUMENT,
+      "params->arithmetic is " + std::to_string(prm.arithmetic) +
+          " but must be INT8ATTN_ROTARY_ROUNDED (0) or INT8ATTN_ROTARY_COMPLEX_FMA (1)");
   static const char* const kTableDims[2] = {"tokens", "head dim"};
   std::vector<Span> outputs, inputs;
   const Span x_span = check_tensor(x, {"x", 4, kAttnDims, Role::Input, true});
@@ -537,6 +540,7 @@ RotaryProblem resolve_rotary(const Context& ctx, const int8attn_tensor_t* x,
     p.cos_stride[i] = cos->strides[i];
     p.sin_stride[i] = sin->strides[i];
   }
+  p.complex_fma = prm.arithmetic == INT8ATTN_ROTARY_COMPLEX_FMA;
   p.stream = prm.stream;
   return p;
 }

@@ -1953,8 +1953,9 @@ void op_rotary(Reader& r, State& s) {
   int8attn_rotary_params_init(&prm.v);
   int8attn_rotary_params_t& p = prm.v;
   prm.read_header(r);
-  static const int32_t kReserved[] = {0, 0, 0, 1, -1};
-  p.reserved0 = pick(kReserved, r.u8());
+  static const int32_t kArithmetic[] = {INT8ATTN_ROTARY_ROUNDED, INT8ATTN_ROTARY_ROUNDED,
+                                        INT8ATTN_ROTARY_COMPLEX_FMA, 2, -1};
+  p.arithmetic = pick(kArithmetic, r.u8());
   p.stream = decode_stream(r.u8());
   Call c;
   Tensor& x = c.add(r, attn_expect("x", B, H, N, D, dt));
@@ -1983,9 +1984,9 @@ void op_rotary(Reader& r, State& s) {
     out.output = true;
   }
   const int8attn_rotary_params_t* pp = prm.arg();
-  trace().add("#%d rotary(ctx=%s, %s %s %s %s, struct_size %u%s, reserved0 %d%s)", s.op,
+  trace().add("#%d rotary(ctx=%s, %s %s %s %s, struct_size %u%s, arithmetic %d%s)", s.op,
               ctx_name(s, ctx), describe(x).c_str(), describe(cs).c_str(), describe(sn).c_str(),
-              describe(out).c_str(), prm.struct_size(), pp ? "" : " params=NULL", p.reserved0,
+              describe(out).c_str(), prm.struct_size(), pp ? "" : " params=NULL", p.arithmetic,
               in_place ? ", in place" : "");
   // x's values before the call (an in-place call overwrites them).
   InputStats in;
@@ -2015,7 +2016,9 @@ void op_rotary(Reader& r, State& s) {
   }
   if (!ctx) fail("rotary succeeded with context = NULL");
   check_accepted(c, "rotary", true, InPlace{&out, &x});
-  if (pp && p.reserved0 != 0) fail("rotary succeeded with reserved0 %d", p.reserved0);
+  if (pp && p.arithmetic != INT8ATTN_ROTARY_ROUNDED && p.arithmetic != INT8ATTN_ROTARY_COMPLEX_FMA)
+    fail("rotary succeeded with arithmetic %d", p.arithmetic);
+  const bool complex_fma = pp && p.arithmetic == INT8ATTN_ROTARY_COMPLEX_FMA;
   if (!is_float_dtype(x.d.dtype) || x.d.rank != 4 || x.d.shape[3] % 2 != 0)
     fail("rotary succeeded with %s", describe(x).c_str());
   const int64_t xs[4] = {x.d.shape[0], x.d.shape[1], x.d.shape[2], x.d.shape[3]};
@@ -2025,7 +2028,8 @@ void op_rotary(Reader& r, State& s) {
   require_shape("rotary", sn, 2, ts, INT8ATTN_DTYPE_F32);
   check_outputs_written(c, "rotary", [&](const Tensor&, const int64_t*, const uint8_t*) {});
   if (!check_values) return;
-  // Bit for bit: each product and sum rounded to float32, then to the dtype.
+  // Bit for bit: each product and sum rounded to float32 (or the complex product's two fused
+  // multiply-adds), then to the dtype.
   auto table = [](const Tensor& t, int64_t n, int64_t d) {
     const int64_t off = n * t.d.strides[0] + d * t.d.strides[1];
     return load_value(static_cast<const uint8_t*>(t.d.data) + off * t.esize(), t.d.dtype);
@@ -2039,7 +2043,8 @@ void op_rotary(Reader& r, State& s) {
           const float x1 = overwrites_x ? xv[k + 1] : elem(x, i0, i1, n, d + 1);
           volatile float a = x0 * table(cs, n, d), b2 = x1 * table(sn, n, d);
           volatile float c2 = x1 * table(cs, n, d + 1), d2 = x0 * table(sn, n, d + 1);
-          const float want[2] = {a - b2, c2 + d2};
+          const float want[2] = {complex_fma ? std::fma(x0, table(cs, n, d), -b2) : a - b2,
+                                 complex_fma ? std::fma(x0, table(sn, n, d + 1), c2) : c2 + d2};
           for (int j = 0; j < 2; ++j) {
             uint8_t wb[4], gb[4];
             store_value(wb, out.d.dtype, want[j]);

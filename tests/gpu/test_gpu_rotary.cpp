@@ -1,6 +1,7 @@
 // int8attn_rotary on the GPU against the CPU backend: every output bit equal, on the 16-byte
 // path (contiguous, aligned rows) and the strided one (an odd head dim's rows, misaligned
-// data, strided tables), in HND and NHD memory, for fp32, fp16 and bf16, and in place.
+// data, strided tables), in HND and NHD memory, for fp32, fp16 and bf16, in place, and in both
+// arithmetics (separately rounded; the complex product's fused multiply-adds).
 // Without a CUDA device (or a CUDA build) the program exits 77 and CTest reports it skipped.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -26,6 +27,7 @@ struct Case {
   size_t offset;         // bytes x and out start into their device buffers (misalignment)
   int64_t table_stride;  // elements between a table's channels (1: contiguous)
   bool in_place;
+  int32_t arithmetic = INT8ATTN_ROTARY_ROUNDED;
 };
 
 class GpuRotary : public ::testing::TestWithParam<Case> {
@@ -51,7 +53,10 @@ TEST_P(GpuRotary, BitIdenticalToTheCpuBackend) {
   int8attn_tensor_t hx = x.desc(), ho = cpu_out.desc();
   int8attn_tensor_t hc = t::host_desc(cs.data(), INT8ATTN_DTYPE_F32, {c.N, c.D}, {c.D * ts, ts});
   int8attn_tensor_t hs = t::host_desc(sn.data(), INT8ATTN_DTYPE_F32, {c.N, c.D}, {c.D * ts, ts});
-  I8A_OK(int8attn_rotary(ctx_, &hx, &hc, &hs, &ho, nullptr));
+  int8attn_rotary_params_t prm;
+  int8attn_rotary_params_init(&prm);
+  prm.arithmetic = c.arithmetic;
+  I8A_OK(int8attn_rotary(ctx_, &hx, &hc, &hs, &ho, &prm));
 
   const size_t bytes = static_cast<size_t>(x.numel()) * t::dtype_size(c.dtype);
   const size_t table_bytes = cs.size() * sizeof(float);
@@ -74,7 +79,7 @@ TEST_P(GpuRotary, BitIdenticalToTheCpuBackend) {
   };
   int8attn_tensor_t gx = on_gpu(hx, px), go = on_gpu(hx, po);
   int8attn_tensor_t gc = on_gpu(hc, dc), gs = on_gpu(hs, ds);
-  I8A_OK(int8attn_rotary(ctx_, &gx, &gc, &gs, &go, nullptr));
+  I8A_OK(int8attn_rotary(ctx_, &gx, &gc, &gs, &go, &prm));
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<unsigned char> got(bytes);
   CUDA_OK(cudaMemcpy(got.data(), po, bytes, cudaMemcpyDeviceToHost));
@@ -98,7 +103,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{kBF16, kNHD, 1, 8, 64, 128, 0, 1, true},
         // strided path: head dim not a multiple of the chunk, misaligned data, strided tables
         Case{kBF16, kHND, 1, 3, 50, 6, 0, 1, false}, Case{kF16, kNHD, 2, 2, 33, 64, 2, 1, false},
-        Case{kF32, kHND, 1, 2, 40, 16, 0, 2, false}, Case{kF16, kNHD, 1, 5, 31, 72, 2, 1, true}));
+        Case{kF32, kHND, 1, 2, 40, 16, 0, 2, false}, Case{kF16, kNHD, 1, 5, 31, 72, 2, 1, true},
+        // the complex product (Qwen-Image's shape, both paths, fp32)
+        Case{kBF16, kNHD, 1, 24, 300, 128, 0, 1, false, INT8ATTN_ROTARY_COMPLEX_FMA},
+        Case{kF32, kHND, 1, 2, 40, 16, 0, 2, false, INT8ATTN_ROTARY_COMPLEX_FMA},
+        Case{kF16, kNHD, 1, 5, 31, 72, 2, 1, true, INT8ATTN_ROTARY_COMPLEX_FMA}));
 
 }  // namespace
 

@@ -402,6 +402,27 @@ def test_rotary_matches_float32_formula_nhd_and_in_place(rng):
         int8attn.rotary(randn(rng, 1, 2, 4, 7), randn(rng, 4, 7), randn(rng, 4, 7))
 
 
+def _fma32(a, b, c):
+    """float32 fma(a, b, c): the exact product plus c, rounded once (float64 holds a float32
+    product exactly; the sum's own float64 rounding cannot move a float32 result here)."""
+    return (a.astype(np.float64) * b + c).astype(np.float32)
+
+
+def test_rotary_complex_fma_arithmetic(rng):
+    x = randn(rng, 1, 3, 21, 16)  # HND
+    f = randn(rng, 21, 8) + 1j * randn(rng, 21, 8)  # complex angles, one per pair
+    cos = np.repeat(f.real, 2, axis=-1).astype(np.float32)
+    sin = np.repeat(f.imag, 2, axis=-1).astype(np.float32)
+    out = int8attn.rotary(x, cos, sin, arithmetic="complex_fma")
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    c, s = cos[None, None, :, 0::2], sin[None, None, :, 0::2]
+    want = np.stack([_fma32(x0, c, -(x1 * s)), _fma32(x0, s, x1 * c)], axis=-1).reshape(x.shape)
+    np.testing.assert_array_equal(out, want)
+    assert not np.array_equal(out, int8attn.rotary(x, cos, sin))  # another rounding
+    with pytest.raises(ValueError, match="arithmetic"):
+        int8attn.rotary(x, cos, sin, arithmetic="fused")
+
+
 def test_rms_norm_matches_the_formula_in_place_and_names_bad_arguments(rng):
     x = randn(rng, 2, 5, 3, 40)
     w = (1 + 0.3 * randn(rng, 40)).astype(np.float32)

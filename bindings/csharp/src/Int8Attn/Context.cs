@@ -263,10 +263,12 @@ namespace Int8Attn
 
         /// <summary>Rotate the interleaved channel pairs of host fp32 x [B, H, N, D] by token n's angles
         /// (int8attn_rotary): out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i],
-        /// out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1], each product and sum rounded to float32.
+        /// out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1] in float32 with the rounding steps of
+        /// <paramref name="arithmetic"/> (by default each product and sum rounded on its own).
         /// <paramref name="cos"/> and <paramref name="sin"/> are fp32 [N, D] (row-major).</summary>
         public unsafe void Rotary(ReadOnlySpan<float> x, TensorLayout xLayout, ReadOnlySpan<float> cos, ReadOnlySpan<float> sin,
-                                  Span<float> output, TensorLayout outputLayout)
+                                  Span<float> output, TensorLayout outputLayout,
+                                  RotaryArithmetic arithmetic = RotaryArithmetic.Rounded)
         {
             xLayout.CheckBuffer(x.Length, 4, "x"); outputLayout.CheckBuffer(output.Length, 4, "output");
             if (xLayout.Shape.Length != 4)
@@ -280,17 +282,18 @@ namespace Int8Attn
             {
                 var xd = xLayout.Describe((IntPtr)xp); var cd = table.Describe((IntPtr)cp);
                 var sd = table.Describe((IntPtr)sp); var od = outputLayout.Describe((IntPtr)op);
-                Rotary(xd, cd, sd, od);
+                Rotary(xd, cd, sd, od, default(IntPtr), arithmetic);
             }
         }
 
         /// <summary>Rotary embedding with descriptors (any device; <paramref name="output"/> may be x itself).</summary>
         public unsafe void Rotary(TensorDescriptor x, TensorDescriptor cos, TensorDescriptor sin, TensorDescriptor output,
-                                  IntPtr stream = default(IntPtr))
+                                  IntPtr stream = default(IntPtr), RotaryArithmetic arithmetic = RotaryArithmetic.Rounded)
         {
             RotaryParamsNative p;
             NativeMethods.int8attn_rotary_params_init(&p);
             p.Stream = stream;
+            p.Arithmetic = (int)arithmetic;
             Enter();
             try { Library.Check(NativeMethods.int8attn_rotary(handle, &x, &cos, &sin, &output, &p)); }
             finally { Exit(); }

@@ -107,6 +107,17 @@ namespace Int8Attn
         PerToken = 2,
     }
 
+    /// <summary>How <see cref="Context.Rotary(TensorDescriptor, TensorDescriptor, TensorDescriptor, TensorDescriptor, IntPtr, RotaryArithmetic)"/>
+    /// evaluates a pair's rotation: the arithmetic of the framework code it stands in for.</summary>
+    public enum RotaryArithmetic
+    {
+        /// <summary>Each product and each sum rounded to float32 on its own (diffusers' real-table apply_rotary_emb).</summary>
+        Rounded = 0,
+        /// <summary>The complex product with one fused multiply-add per part: y0 = fma(x0, c0, −(x1·s0)),
+        /// y1 = fma(x0, s1, x1·c1) (PyTorch's CUDA evaluation of view_as_complex(x) * freqs_cis).</summary>
+        ComplexFma = 1,
+    }
+
     /// <summary>Numerical refinement flags.</summary>
     [Flags]
     public enum AttentionFlags : uint

@@ -171,7 +171,7 @@ namespace Int8Attn
     internal struct RotaryParamsNative
     {
         public uint StructSize;
-        public int Reserved0;
+        public int Arithmetic;
         public IntPtr Stream;
     }
 

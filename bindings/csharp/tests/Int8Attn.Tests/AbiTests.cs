@@ -32,6 +32,7 @@ namespace Int8Attn.Tests
             { "INT8ATTN_ERROR_", typeof(Status) }, { "INT8ATTN_MODE_", typeof(Mode) }, { "INT8ATTN_DTYPE_", typeof(DType) },
             { "INT8ATTN_DEVICE_", typeof(DeviceType) }, { "INT8ATTN_GRANULARITY_", typeof(Granularity) },
             { "INT8ATTN_FLAG_", typeof(AttentionFlags) }, { "INT8ATTN_FEATURE_", typeof(Features) },
+            { "INT8ATTN_ROTARY_", typeof(RotaryArithmetic) },
         };
 
         // The header's numeric macros and their C# copies (the baseline lists some of them).

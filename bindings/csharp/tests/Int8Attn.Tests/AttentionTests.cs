@@ -201,6 +201,21 @@ namespace Int8Attn.Tests
                                         " instead of " + y0 + ", " + y1);
                     }
                 }
+                // The complex product's arithmetic: one fused multiply-add per part (in double: the
+                // product is exact, and the sum's rounding cannot move these float results).
+                ctx.Rotary(x, layout, cos, sin, output, layout, RotaryArithmetic.ComplexFma);
+                for (int row = 0; row < h * n; row++)
+                {
+                    int t = (row % n) * d;
+                    for (int i = 0; i < d; i += 2)
+                    {
+                        float x0 = x[row * d + i], x1 = x[row * d + i + 1];
+                        float y0 = (float)((double)x0 * cos[t + i] - (float)(x1 * sin[t + i]));
+                        float y1 = (float)((double)x0 * sin[t + i + 1] + (float)(x1 * cos[t + i + 1]));
+                        if (Bits(output[row * d + i]) != Bits(y0) || Bits(output[row * d + i + 1]) != Bits(y1))
+                            Assert.Fail("complex, row " + row + ", pair " + i);
+                    }
+                }
                 var e = Assert.Throws<Int8AttnException>(() => ctx.Rotary(x, TensorLayout.Contiguous(DType.F32, 1, h, n * d / 7, 7),
                                                                            cos, sin, output, TensorLayout.Contiguous(DType.F32, 1, h, n * d / 7, 7)));
                 Assert.That(e.Status, Is.EqualTo(Status.BadShape), "odd head dim");

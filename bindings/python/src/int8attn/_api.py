@@ -655,13 +655,21 @@ def quantize(x: ArrayLike, *, granularity: Union[str, int] = "block", smooth: bo
     return x8, sc, mean
 
 
+_ROTARY_ARITHMETIC = {"rounded": L.ROTARY_ROUNDED, "complex_fma": L.ROTARY_COMPLEX_FMA}
+
+
 def rotary(x: ArrayLike, cos: ArrayLike, sin: ArrayLike, *, layout: str = "HND",
-           out: Any = None, context: Optional[Context] = None, stream: Any = None) -> Any:
+           out: Any = None, arithmetic: str = "rounded", context: Optional[Context] = None,
+           stream: Any = None) -> Any:
     """Rotate the interleaved channel pairs of ``x`` by per-token angles (rotary position
     embedding, the convention of Flux and of diffusers' ``apply_rotary_emb``) in one pass:
     ``out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]``,
-    ``out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]``, each product and sum rounded to
-    float32 and the result to ``x``'s dtype: bit-identical to evaluating that in float32.
+    ``out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`` in float32, the result rounded to
+    ``x``'s dtype. ``arithmetic="rounded"`` rounds each product and sum on its own (bit-identical
+    to diffusers' real-table formula); ``"complex_fma"`` evaluates the complex product
+    (x₀ + i·x₁)(c + i·s) as ``fma(x0, c, −x1·s)`` and ``fma(x0, s, x1·c)``, PyTorch's CUDA
+    evaluation of ``torch.view_as_complex(x) * freqs_cis`` (pass ``cos``/``sin`` with both
+    channels of a pair holding Re f and Im f).
 
     Args:
         x: [B, H, N, D] (or [B, N, H, D] with ``layout="NHD"``), float16/bfloat16/float32, D
@@ -669,12 +677,16 @@ def rotary(x: ArrayLike, cos: ArrayLike, sin: ArrayLike, *, layout: str = "HND",
         cos, sin: float32 [N, D] on ``x``'s device (any strides, 0 to broadcast).
         layout: "HND" or "NHD" (``out`` has the same layout).
         out: Optional output like ``x``; may be ``x`` itself (in place).
+        arithmetic: "rounded" (default) or "complex_fma".
         context: Optional :class:`Context`.
         stream: Optional CUDA stream.
 
     Returns:
         ``out`` (a new array like ``x`` when not given).
     """
+    if arithmetic not in _ROTARY_ARITHMETIC:
+        raise ValueError(f"arithmetic: expected one of {sorted(_ROTARY_ARITHMETIC)}, "
+                         f"got {arithmetic!r}")
     xv = T.to_hnd(T.as_view(x, "x"), layout, "x")
     if xv.desc.rank != 4:
         raise ValueError(f"x: expected rank 4 [B, H, N, D], got rank {xv.desc.rank}")
@@ -685,6 +697,7 @@ def rotary(x: ArrayLike, cos: ArrayLike, sin: ArrayLike, *, layout: str = "HND",
     ov = T.to_hnd(T.as_view(out, "out", allow_copy=False), layout, "out")
     p = L.RotaryParams()
     L.lib().int8attn_rotary_params_init(ctypes.byref(p))
+    p.arithmetic = _ROTARY_ARITHMETIC[arithmetic]
     p.stream = T.current_stream(xv, stream)
     L.call("int8attn_rotary", _ctx_for(context, xv).handle, xv.ptr(), cv.ptr(), sv.ptr(), ov.ptr(),
            ctypes.byref(p))

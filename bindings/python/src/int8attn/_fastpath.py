@@ -160,9 +160,10 @@ def _pack_table(desc: L.Tensor, t: Any, dev: int, _pack_into: Any = _DESC2.pack_
     return True
 
 
-def rotary(x: Any, cos: Any, sin: Any, out: Any, nhd: bool) -> bool:
-    """Run ``int8attn_rotary`` on torch tensors into ``out``; False if this path does not cover
-    the call (then nothing ran and the general path must be taken)."""
+def rotary(x: Any, cos: Any, sin: Any, out: Any, nhd: bool, arithmetic: int = 0) -> bool:
+    """Run ``int8attn_rotary`` on torch tensors into ``out`` (``arithmetic``: an
+    ``INT8ATTN_ROTARY_*`` value); False if this path does not cover the call (then nothing ran
+    and the general path must be taken)."""
     if _rotary_fn is None:
         _init_torch()
     tt = _torch_tensor
@@ -175,6 +176,7 @@ def rotary(x: Any, cos: Any, sin: Any, out: Any, nhd: bool) -> bool:
             and _pack_table(d[2], sin, dev) and _pack(d[3], out, out.get_device(), nhd)):
         return False
     p = s.rotary_params
+    p.arithmetic = arithmetic
     p.stream = (_raw_stream(dev) or None) if dev >= 0 else None
     r = s.refs
     status = _rotary_fn(_context_handle(dev if dev >= 0 else 0), r[0], r[1], r[2], r[3],

@@ -98,6 +98,9 @@ FLAG_SMOOTH_V = 1 << 1
 FLAG_BALANCE_CHANNELS = 1 << 2
 FLAG_EXPLICIT = 1 << 30
 
+ROTARY_ROUNDED = 0
+ROTARY_COMPLEX_FMA = 1
+
 
 # ---- exceptions -----------------------------------------------------------------------------
 class Int8AttnError(RuntimeError):
@@ -245,7 +248,7 @@ class RotaryParams(ctypes.Structure):
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
-        ("reserved0", ctypes.c_int32),
+        ("arithmetic", ctypes.c_int32),
         ("stream", ctypes.c_void_p),
     ]
 

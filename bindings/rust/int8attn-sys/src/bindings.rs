@@ -1903,14 +1903,28 @@ extern "C" {
         params: *const int8attn_mask_params_t,
     ) -> int8attn_status_t;
 }
+#[doc = " Each product and each sum rounded to float32 on its own:"]
+#[doc = "  `y0 = x0·c0 − x1·s0`, `y1 = x1·c1 + x0·s1`. Real cos/sin tables evaluated"]
+#[doc = "  elementwise, as diffusers' `apply_rotary_emb(x, (cos, sin))` does (Flux, HunyuanVideo,"]
+#[doc = "  Wan). The default."]
+pub const INT8ATTN_ROTARY_ROUNDED: int8attn_rotary_arithmetic_values = 0;
+#[doc = " The complex product (x0 + i·x1)(c + i·s) with one fused multiply-add per part, the"]
+#[doc = "  products it adds rounded to float32: `y0 = fma(x0, c0, −(x1·s0))`,"]
+#[doc = "  `y1 = fma(x0, s1, x1·c1)`. That is how PyTorch's CUDA kernels (sm_90, PyTorch 2.11)"]
+#[doc = "  evaluate `torch.view_as_complex(x) * freqs_cis` with x on the left (Qwen-Image, Z-Image,"]
+#[doc = "  Lumina 2); pass the tables as cos[n][2i] = cos[n][2i+1] = Re f, sin likewise Im f."]
+pub const INT8ATTN_ROTARY_COMPLEX_FMA: int8attn_rotary_arithmetic_values = 1;
+#[doc = " @brief How int8attn_rotary() evaluates a pair's rotation: the arithmetic of the framework"]
+#[doc = "         code it stands in for, so that the result is that code's, bit for bit."]
+pub type int8attn_rotary_arithmetic_values = u32;
 #[doc = " @brief Options of int8attn_rotary()."]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct int8attn_rotary_params_t {
     #[doc = "< sizeof(int8attn_rotary_params_t); set by the init function."]
     pub struct_size: u32,
-    #[doc = "< Must be 0."]
-    pub reserved0: i32,
+    #[doc = "< ::int8attn_rotary_arithmetic_values; default ROUNDED."]
+    pub arithmetic: i32,
     #[doc = "< cudaStream_t for GPU tensors."]
     pub stream: *mut ::std::os::raw::c_void,
 }
@@ -1943,23 +1957,23 @@ fn bindgen_test_layout_int8attn_rotary_params_t() {
         );
     }
     test_field_struct_size();
-    fn test_field_reserved0() {
+    fn test_field_arithmetic() {
         assert_eq!(
             unsafe {
                 let uninit = ::std::mem::MaybeUninit::<int8attn_rotary_params_t>::uninit();
                 let ptr = uninit.as_ptr();
-                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+                ::std::ptr::addr_of!((*ptr).arithmetic) as usize - ptr as usize
             },
             4usize,
             concat!(
                 "Offset of field: ",
                 stringify!(int8attn_rotary_params_t),
                 "::",
-                stringify!(reserved0)
+                stringify!(arithmetic)
             )
         );
     }
-    test_field_reserved0();
+    test_field_arithmetic();
     fn test_field_stream() {
         assert_eq!(
             unsafe {
@@ -1987,9 +2001,10 @@ extern "C" {
     #[doc = " @brief Rotate the interleaved channel pairs of x [B, H, N, D] by per-token angles (rotary"]
     #[doc = "        position embedding, the convention of Flux and of diffusers' `apply_rotary_emb`):"]
     #[doc = "        `out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]` and"]
-    #[doc = "        `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, each product and each sum"]
-    #[doc = "        rounded to float32 and the result rounded to nearest-even in out's dtype: bit-identical"]
-    #[doc = "        to evaluating that formula in float32 (no fused multiply-add), on every backend."]
+    #[doc = "        `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, in float32 with the rounding"]
+    #[doc = "        steps that params->arithmetic names (by default each product and each sum rounded on"]
+    #[doc = "        its own, no fused multiply-add), the result rounded to nearest-even in out's dtype:"]
+    #[doc = "        the same bits on every backend."]
     #[doc = "        One pass over x, so Q or K can be rotated right before int8attn_forward() without the"]
     #[doc = "        several passes of a framework's elementwise kernels."]
     #[doc = " @param[in] context The context."]

@@ -201,8 +201,9 @@ impl Context {
 
     /// Rotate the interleaved channel pairs of `x [B, H, N, D]` by token n's angles
     /// (`int8attn_rotary`): `out[2i] = x[2i]·cos[n][2i] − x[2i+1]·sin[n][2i]`,
-    /// `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]`, each product and sum rounded to
-    /// float32, the result to `out`'s dtype (x's). `cos` and `sin` are float32 `[N, D]`.
+    /// `out[2i+1] = x[2i+1]·cos[n][2i+1] + x[2i]·sin[n][2i+1]` in float32 with the rounding
+    /// steps of [`RotaryParams::arithmetic`] (by default each product and sum rounded on its
+    /// own), the result to `out`'s dtype (x's). `cos` and `sin` are float32 `[N, D]`.
     pub fn rotary(
         &self,
         x: &TensorView<'_>,

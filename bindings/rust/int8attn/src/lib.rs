@@ -68,7 +68,7 @@ pub use error::{Error, Result, Status};
 pub use params::{ForwardParams, MaskParams, QuantizeParams, RmsNormParams, RotaryParams};
 pub use policy::{Policy, PolicyBuilder};
 pub use tensor::{contiguous_strides, nhd_strides, HostElement, TensorView, TensorViewMut, MAX_RANK};
-pub use types::{Device, DeviceType, Dtype, Features, Flags, Granularity, Mode};
+pub use types::{Device, DeviceType, Dtype, Features, Flags, Granularity, Mode, RotaryArithmetic};
 
 /// The raw FFI crate, re-exported.
 pub use int8attn_sys as sys;

@@ -2,7 +2,7 @@
 
 use crate::policy::Policy;
 use crate::tensor::{TensorView, TensorViewMut};
-use crate::types::{Flags, Granularity, Mode};
+use crate::types::{Flags, Granularity, Mode, RotaryArithmetic};
 use int8attn_sys as sys;
 use std::marker::PhantomData;
 use std::os::raw::c_void;
@@ -284,6 +284,11 @@ impl RotaryParams {
         // SAFETY: init writes the whole struct.
         unsafe { sys::int8attn_rotary_params_init(raw.as_mut_ptr()) };
         RotaryParams { raw: unsafe { raw.assume_init() } }
+    }
+    /// How a pair's rotation is evaluated (default [`RotaryArithmetic::Rounded`]).
+    pub fn arithmetic(mut self, arithmetic: RotaryArithmetic) -> Self {
+        self.raw.arithmetic = arithmetic.to_raw();
+        self
     }
     /// CUDA stream for GPU tensors.
     ///

@@ -172,6 +172,30 @@ impl Granularity {
     }
 }
 
+/// How [`Context::rotary`](crate::Context::rotary) evaluates a pair's rotation
+/// (`int8attn_rotary_arithmetic_values`): the arithmetic of the framework code it stands in for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum RotaryArithmetic {
+    /// Each product and each sum rounded to float32 on its own (diffusers' real-table
+    /// `apply_rotary_emb`).
+    #[default]
+    Rounded,
+    /// The complex product with one fused multiply-add per part:
+    /// `y0 = fma(x0, c0, −(x1·s0))`, `y1 = fma(x0, s1, x1·c1)` (PyTorch's CUDA evaluation of
+    /// `view_as_complex(x) * freqs_cis`).
+    ComplexFma,
+}
+
+impl RotaryArithmetic {
+    /// The C value.
+    pub fn to_raw(self) -> i32 {
+        (match self {
+            RotaryArithmetic::Rounded => sys::INT8ATTN_ROTARY_ROUNDED,
+            RotaryArithmetic::ComplexFma => sys::INT8ATTN_ROTARY_COMPLEX_FMA,
+        }) as i32
+    }
+}
+
 /// Numerical refinement flags (`int8attn_flag_values`); combine with `|`.
 ///
 /// Without [`Flags::EXPLICIT`], the library adds `SMOOTH_K | SMOOTH_V` to whatever is given.

@@ -426,23 +426,35 @@ fn rotary_is_the_float32_formula() {
     let x = data(b * h * n * d, 11, d, 0.0);
     let cos = data(n * d, 12, d, 0.0);
     let sin = data(n * d, 13, d, 0.0);
-    let mut out = vec![0f32; x.len()];
     let shape = [b as i64, h as i64, n as i64, d as i64];
-    ctx.rotary(
-        &TensorView::from_slice(&x, &shape).unwrap(),
-        &TensorView::from_slice(&cos, &[n as i64, d as i64]).unwrap(),
-        &TensorView::from_slice(&sin, &[n as i64, d as i64]).unwrap(),
-        &mut TensorViewMut::from_slice(&mut out, &shape).unwrap(),
-        &RotaryParams::new(),
-    )
-    .unwrap();
-    for row in 0..h * n {
-        let t = row % n;
-        for i in (0..d).step_by(2) {
-            let (x0, x1) = (x[row * d + i], x[row * d + i + 1]);
-            let (c, s) = (&cos[t * d..], &sin[t * d..]);
-            assert_eq!(out[row * d + i].to_bits(), (x0 * c[i] - x1 * s[i]).to_bits());
-            assert_eq!(out[row * d + i + 1].to_bits(), (x1 * c[i + 1] + x0 * s[i + 1]).to_bits());
+    // Each arithmetic against its formula: (x0, x1, c0, s0, c1, s1) -> (y0, y1).
+    type Formula = fn(f32, f32, f32, f32, f32, f32) -> (f32, f32);
+    let cases: [(RotaryArithmetic, Formula); 2] = [
+        // each product and sum rounded on its own
+        (RotaryArithmetic::Rounded, |x0, x1, c0, s0, c1, s1| (x0 * c0 - x1 * s0, x1 * c1 + x0 * s1)),
+        // the complex product: one fused multiply-add per part (f32::mul_add)
+        (RotaryArithmetic::ComplexFma, |x0, x1, c0, s0, c1, s1| {
+            (x0.mul_add(c0, -(x1 * s0)), x0.mul_add(s1, x1 * c1))
+        }),
+    ];
+    for (arithmetic, formula) in cases {
+        let mut out = vec![0f32; x.len()];
+        ctx.rotary(
+            &TensorView::from_slice(&x, &shape).unwrap(),
+            &TensorView::from_slice(&cos, &[n as i64, d as i64]).unwrap(),
+            &TensorView::from_slice(&sin, &[n as i64, d as i64]).unwrap(),
+            &mut TensorViewMut::from_slice(&mut out, &shape).unwrap(),
+            &RotaryParams::new().arithmetic(arithmetic),
+        )
+        .unwrap();
+        for row in 0..h * n {
+            let t = row % n;
+            for i in (0..d).step_by(2) {
+                let (c, s) = (&cos[t * d..], &sin[t * d..]);
+                let (y0, y1) = formula(x[row * d + i], x[row * d + i + 1], c[i], s[i], c[i + 1], s[i + 1]);
+                assert_eq!(out[row * d + i].to_bits(), y0.to_bits(), "{arithmetic:?}");
+                assert_eq!(out[row * d + i + 1].to_bits(), y1.to_bits(), "{arithmetic:?}");
+            }
         }
     }
 }
