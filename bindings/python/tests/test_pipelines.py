@@ -479,9 +479,11 @@ def test_routed_standard_calls_run_the_stock_processor(monkeypatch):
 
 
 def _tiny_models():
-    """Tiny UNet, Flux and SD3 models whose self/joint attention has more than 128 keys (UNet
-    256, Flux 136 + 8, SD3 144 + 5): with fewer every mode runs EXACT."""
-    from diffusers import FluxTransformer2DModel, SD3Transformer2DModel, UNet2DConditionModel
+    """Tiny UNet, Flux, SD3 and Qwen-Image models whose self/joint attention has more than 128
+    keys (UNet 256, Flux 136 + 8, SD3 144 + 5, Qwen-Image 7 + 144): with fewer every mode runs
+    EXACT."""
+    from diffusers import (FluxTransformer2DModel, QwenImageTransformer2DModel,
+                           SD3Transformer2DModel, UNet2DConditionModel)
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(
@@ -507,7 +509,14 @@ def _tiny_models():
     sd3_in = dict(hidden_states=randn(2, 4, 24, 24, seed=6),
                   encoder_hidden_states=randn(2, 5, 32, seed=7),
                   pooled_projections=randn(2, 16, seed=8), timestep=torch.tensor([3, 3]))
-    return {"unet": (unet, unet_in), "flux": (flux, flux_in), "sd3": (sd3, sd3_in)}
+    qwen = QwenImageTransformer2DModel(
+        patch_size=2, in_channels=16, out_channels=4, num_layers=1, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=32, axes_dims_rope=(4, 6, 6)).eval()
+    qwen_in = dict(hidden_states=randn(1, 144, 16, seed=9),
+                   encoder_hidden_states=randn(1, 7, 32, seed=10),
+                   timestep=torch.tensor([0.5]), img_shapes=[[(1, 12, 12)]])
+    return {"unet": (unet, unet_in), "flux": (flux, flux_in), "sd3": (sd3, sd3_in),
+            "qwen": (qwen, qwen_in)}
 
 
 def _out(model, inputs):
@@ -756,6 +765,67 @@ def test_hunyuan_video_rotary_import_and_padding_mask(monkeypatch):
     assert rel_l1(out, ref) < 0.02
 
 
+@needs_diffusers
+def test_qwen_image_gets_the_complex_rotary_and_lean_norms():
+    """Qwen-Image's processor module defines its own complex rotary function: the wrapped
+    processor's globals hold int8attn's stand-in for it (on CUDA the COMPLEX_FMA arithmetic; on
+    the CPU the original runs), its Q/K RMSNorms get the one-pass forward, and a tiny model's
+    joint attention runs int8attn close to stock."""
+    from int8attn import _rotary
+
+    model, inputs = _tiny_models()["qwen"]
+    ref = _out(model, inputs)
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    wrapped = [m.processor for m in model.modules()
+               if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
+    assert len(wrapped) == 1
+    lean = wrapped[0]._routed.__globals__[_rotary.QWEN_ROTARY_NAME]
+    assert getattr(lean, "__int8attn_lean__", False)
+    out = _out(model, inputs)
+    stats = model._int8attn_processor.stats
+    assert stats["int8attn"] == 1 and stats["lean_norms"] == 4
+    assert lean.state == {"checked": False, "ok": True}  # CPU tensors: the original ran
+    assert rel_l1(out, ref) < 0.02
+
+
+@needs_diffusers
+def test_z_image_gets_the_nested_complex_rotary():
+    """Z-Image's processor defines its complex rotary function inside its call: the wrapped
+    processor's code calls int8attn's stand-in instead (on CUDA the COMPLEX_FMA arithmetic; on
+    the CPU the original runs), and a tiny model (no processor property of its own) runs its
+    attention in int8attn close to stock."""
+    from diffusers import ZImageTransformer2DModel
+    from diffusers.models.transformers.transformer_z_image import ZSingleStreamAttnProcessor
+
+    from int8attn import _rotary
+
+    _, nested, name = _rotary.nested_rotary_code(ZSingleStreamAttnProcessor.__call__.__code__)
+    assert name == _rotary.COMPLEX_ROTARY_GLOBAL and nested.co_varnames[:2] == ("x_in",
+                                                                                 "freqs_cis")
+    torch.manual_seed(0)
+    model = ZImageTransformer2DModel(
+        all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=64, n_layers=2,
+        n_refiner_layers=1, n_heads=2, n_kv_heads=2, cap_feat_dim=32, axes_dims=(8, 12, 12),
+        axes_lens=(64, 32, 32)).eval()
+    inputs = dict(x=[randn(4, 1, 8, 8, seed=93)], cap_feats=[randn(32, 32, seed=94)],
+                  t=torch.tensor([0.5]))
+
+    def run():
+        with torch.no_grad():
+            return model(**inputs, return_dict=False)[0][0]
+
+    ref = run()
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    wrapped = [m.processor for m in model.modules()
+               if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
+    assert len(wrapped) == 4
+    lean = wrapped[0]._routed.__globals__[_rotary.COMPLEX_ROTARY_GLOBAL]
+    out = run()
+    assert model._int8attn_processor.stats["int8attn"] == 4
+    assert lean.state == {"checked": False, "ok": True}  # CPU tensors: the original ran
+    assert rel_l1(out, ref) < 0.02
+
+
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 def test_key_padding_mask_under_torch_compile(layout):
     """Compiled, a key-padding prefix mask is one processor_masked_attention node deciding at
@@ -833,7 +903,7 @@ def test_wan_nested_rotary_is_bit_identical(dtype):
     from int8attn import _rotary
 
     code = WanAttnProcessor.__call__.__code__
-    _, nested = _rotary.nested_rotary_code(code)
+    _, nested, _ = _rotary.nested_rotary_code(code)
     original = type(lambda: 0)(nested, {"torch": torch})
     lean = _rotary.lean_wan_rotary(original)
     S, H, D = 30, 3, 16
@@ -928,7 +998,7 @@ def test_set_timestep_reaches_joint_processors():
 
 
 @needs_diffusers
-@pytest.mark.parametrize("name", ["unet", "flux", "sd3"])
+@pytest.mark.parametrize("name", ["unet", "flux", "sd3", "qwen"])
 def test_diffusers_models_compiled_fixed_mode(name):
     """torch.compile without a policy: one graph, no recompiles across calls."""
     torch._dynamo.reset()

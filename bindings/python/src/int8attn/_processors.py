@@ -34,8 +34,8 @@ from ._api import (Mode, ModeLike, TimestepPolicy, _granularity, parse_mode,
 from ._api import attention as _attention
 from ._lib import NotSupportedError
 from ._norms import install as install_lean_norm
-from ._rotary import (WAN_ROTARY_GLOBAL, lean_apply_rotary_emb, lean_builtins,
-                      lean_wan_rotary, nested_rotary_code)
+from ._rotary import (QWEN_ROTARY_NAME, lean_apply_rotary_emb, lean_builtins,
+                      lean_complex_rotary, lean_nested_rotary, nested_rotary_code)
 
 _ORIGINAL_SDPA = F.scaled_dot_product_attention
 _ROUTES = ("auto", "always")
@@ -594,11 +594,18 @@ _ROUTED_NAMES = ("scaled_dot_product_attention", "dispatch_attention_fn")
 _LEAN_BUILTINS = "_int8attn_lean_builtins"
 
 
-def _is_diffusers_rotary(value: Any) -> bool:
-    """Whether ``value`` is diffusers' ``apply_rotary_emb`` (not already int8attn's)."""
-    return (callable(value) and getattr(value, "__name__", None) == "apply_rotary_emb"
-            and getattr(value, "__module__", None) == "diffusers.models.embeddings"
-            and not getattr(value, "__int8attn_lean__", False))
+def _lean_rotary_for(value: Any) -> Optional[Callable[..., Any]]:
+    """int8attn's stand-in for ``value`` where it is one of diffusers' rotary functions a
+    processor's module imports or defines (not already int8attn's): ``apply_rotary_emb`` of
+    ``diffusers.models.embeddings`` or Qwen-Image's ``apply_rotary_emb_qwen``; else None."""
+    if not callable(value) or getattr(value, "__int8attn_lean__", False):
+        return None
+    name, module = getattr(value, "__name__", None), str(getattr(value, "__module__", ""))
+    if name == "apply_rotary_emb" and module == "diffusers.models.embeddings":
+        return lean_apply_rotary_emb(value)
+    if name == QWEN_ROTARY_NAME and module.startswith("diffusers."):
+        return lean_complex_rotary(value)
+    return None
 
 
 def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optional[Callable]:
@@ -607,8 +614,10 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
     diffusers' ``apply_rotary_emb``, where its globals hold it, becomes the bit-identical
     :func:`~int8attn._rotary.lean_apply_rotary_emb` (one pass over memory, in eager mode), and so
     does one the code imports inside the call (the new globals' builtins import it,
-    :func:`~int8attn._rotary.lean_builtins`); a nested one of Wan's signature becomes
-    :func:`~int8attn._rotary.lean_wan_rotary` (:func:`~int8attn._rotary.nested_rotary_code`).
+    :func:`~int8attn._rotary.lean_builtins`); Qwen-Image's ``apply_rotary_emb_qwen`` becomes
+    :func:`~int8attn._rotary.lean_complex_rotary`; a nested one of Wan's or Z-Image's signature
+    becomes :func:`~int8attn._rotary.lean_nested_rotary`'s
+    (:func:`~int8attn._rotary.nested_rotary_code`).
 
     The new globals are the dict of a module registered in ``sys.modules`` under its own name:
     ``torch.compile`` guards a function's globals through the module its ``__name__`` names, so
@@ -635,8 +644,8 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
             elif getattr(value, "__name__", None) == "dispatch_attention_fn" and callable(value):
                 module.__dict__[key] = config.dispatch
                 rebound = True
-            elif _is_diffusers_rotary(value):
-                module.__dict__[key] = lean_apply_rotary_emb(value)
+            elif (lean := _lean_rotary_for(value)) is not None:
+                module.__dict__[key] = lean
         if not rebound:
             return None
         sys.modules[name] = module
@@ -647,10 +656,10 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
         module.__dict__[_LEAN_BUILTINS] = True
     nested = nested_rotary_code(code)
     if nested is not None:
-        code = nested[0]
-        if WAN_ROTARY_GLOBAL not in module.__dict__:
-            module.__dict__[WAN_ROTARY_GLOBAL] = lean_wan_rotary(
-                types.FunctionType(nested[1], origin, "apply_rotary_emb"))
+        code, original, global_name = nested
+        if global_name not in module.__dict__:
+            module.__dict__[global_name] = lean_nested_rotary(
+                global_name, types.FunctionType(original, origin, "apply_rotary_emb"))
     new = types.FunctionType(code, module.__dict__, fn.__name__, fn.__defaults__,
                              fn.__closure__)
     new.__kwdefaults__ = fn.__kwdefaults__

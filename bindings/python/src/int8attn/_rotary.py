@@ -10,6 +10,12 @@ backend). The wrapped processors (:class:`~int8attn.Int8SDPAProcessor`) whose mo
 diffusers' function (Flux) call it in its place, and so do those that import it inside their
 call (HunyuanVideo, CogVideoX-5B: :func:`lean_builtins`); under ``torch.compile`` and where
 gradients are needed the original runs (inductor fuses it into one kernel anyway).
+
+Wan's nested function (:func:`lean_wan_rotary`) and the complex products of Qwen-Image and
+Z-Image (:func:`lean_complex_rotary`: ``view_as_complex(x) * freqs_cis``, which PyTorch's CUDA
+kernels evaluate with fused multiply-adds, ``int8attn_rotary``'s
+``INT8ATTN_ROTARY_COMPLEX_FMA``) get stand-ins whose first call also runs the original and keeps
+int8attn only if every bit agrees.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 import torch
 
 from . import _api, _fastpath
+from . import _lib as L
 
 # Input dtypes whose ``.float()`` is the exact widening a mixed multiply by float32 also does.
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -40,12 +47,17 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
     return _rotate(x, cos, sin, sequence_dim == 1)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, nhd: bool) -> torch.Tensor:
+_ARITHMETIC_NAMES = {L.ROTARY_ROUNDED: "rounded", L.ROTARY_COMPLEX_FMA: "complex_fma"}
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, nhd: bool,
+            arithmetic: int = L.ROTARY_ROUNDED) -> torch.Tensor:
     """int8attn.rotary into a new tensor like ``x``, by the per-call fast path where it applies."""
     out = torch.empty_like(x)
-    if _fastpath.rotary(x, cos, sin, out, nhd):
+    if _fastpath.rotary(x, cos, sin, out, nhd, arithmetic):
         return out
-    return _api.rotary(x, cos, sin, layout="NHD" if nhd else "HND", out=out)
+    return _api.rotary(x, cos, sin, layout="NHD" if nhd else "HND", out=out,
+                       arithmetic=_ARITHMETIC_NAMES[arithmetic])
 
 
 def _rotatable(x: Any, tables: Sequence[Any]) -> bool:
@@ -124,55 +136,106 @@ def lean_builtins(builtins: Any) -> Dict[str, Any]:
     return table
 
 
-# ---- Wan: the rotary function its processor defines inside ``__call__`` ----------------------
+# ---- rotary functions a processor defines inside ``__call__`` (Wan, Z-Image) ----------------
 
-# The name the stand-in looks up in the wrapped processor's (rebound) globals.
+# The names the stand-ins look up in the wrapped processor's (rebound) globals.
 WAN_ROTARY_GLOBAL = "_int8attn_wan_rotary"
-_WAN_ARGS = ("hidden_states", "freqs_cos", "freqs_sin")
+COMPLEX_ROTARY_GLOBAL = "_int8attn_complex_rotary"
 
 
 def _wan_stand_in(hidden_states, freqs_cos, freqs_sin):  # noqa: ANN001, ANN202
     return _int8attn_wan_rotary(hidden_states, freqs_cos, freqs_sin)  # noqa: F821
 
 
-def nested_rotary_code(code: types.CodeType) -> Optional[Any]:
-    """``code`` (a processor's ``__call__``) with its nested ``apply_rotary_emb(hidden_states,
-    freqs_cos, freqs_sin)`` (Wan's) replaced by a stand-in that calls the global
-    :data:`WAN_ROTARY_GLOBAL`, and the nested function's original code; None when it has none."""
+def _complex_stand_in(x_in, freqs_cis):  # noqa: ANN001, ANN202
+    return _int8attn_complex_rotary(x_in, freqs_cis)  # noqa: F821
+
+
+# A nested ``apply_rotary_emb``'s argument names -> (its stand-in, the global the stand-in calls)
+_NESTED = {
+    # Wan: real tables [1, S, 1, D], its own pairing
+    ("hidden_states", "freqs_cos", "freqs_sin"): (_wan_stand_in, WAN_ROTARY_GLOBAL),
+    # Z-Image: view_as_complex(x) * freqs_cis[:, :, None], freqs_cis [B, S, D/2]
+    ("x_in", "freqs_cis"): (_complex_stand_in, COMPLEX_ROTARY_GLOBAL),
+}
+
+
+def nested_rotary_code(code: types.CodeType) -> Optional[tuple]:
+    """``code`` (a processor's ``__call__``) with its nested ``apply_rotary_emb`` of one of the
+    known signatures (:data:`_NESTED`) replaced by a stand-in that calls a global, the nested
+    function's original code and that global's name; None when it has none."""
     consts = list(code.co_consts)
     for i, c in enumerate(consts):
-        if (isinstance(c, types.CodeType) and c.co_name == "apply_rotary_emb"
-                and c.co_varnames[:3] == _WAN_ARGS and c.co_argcount == 3 and not c.co_freevars):
-            consts[i] = _wan_stand_in.__code__.replace(co_name=c.co_name)
-            return code.replace(co_consts=tuple(consts)), c
+        if not (isinstance(c, types.CodeType) and c.co_name == "apply_rotary_emb"
+                and not c.co_freevars):
+            continue
+        known = _NESTED.get(c.co_varnames[:c.co_argcount])
+        if known is not None:
+            consts[i] = known[0].__code__.replace(co_name=c.co_name)
+            return code.replace(co_consts=tuple(consts)), c, known[1]
     return None
 
 
-class _WanTables:
-    """int8attn_rotary's [S, D] tables for Wan's pairing (pair i: cos of channel 2i, sin of
-    channel 2i+1, for both of its outputs). A transformer step passes every layer, Q and K alike,
-    the same (freqs_cos, freqs_sin), so the last pair's tables are kept: built once a step."""
+def lean_nested_rotary(global_name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """The stand-in the global ``global_name`` (of :func:`nested_rotary_code`) holds for the
+    nested function ``original``."""
+    if global_name == WAN_ROTARY_GLOBAL:
+        return lean_wan_rotary(original)
+    return lean_complex_rotary(original, batched_freqs=True)
+
+
+class _TableCache:
+    """int8attn_rotary's [S, D] tables derived from a model's own rotary tensors, kept for the
+    last few sources: a transformer step passes every layer the same tensors (Qwen-Image two,
+    image and text, in turn), so each table is built once a step."""
+
+    _SIZE = 4
 
     def __init__(self) -> None:
-        self.key: Any = None
-        self.tables: Any = None
+        self.entries: Dict[tuple, tuple] = {}
 
-    def get(self, x: Any, freqs_cos: Any, freqs_sin: Any) -> Optional[tuple]:
-        """The tables, or None where the arguments are not Wan's layout ([B, S, H, D] input,
-        S·D float32 entries per table)."""
-        if not _rotatable(x, (freqs_cos, freqs_sin)):
-            return None
-        S, D = x.shape[1], x.shape[-1]
-        if any(t.numel() != S * D or t.shape[-1] != D for t in (freqs_cos, freqs_sin)):
-            return None
-        key = (freqs_cos.data_ptr(), freqs_cos._version, freqs_sin.data_ptr(), freqs_sin._version,
-               S, D, x.device)
-        if self.key != key or self.tables[2]() is not freqs_cos:
-            c = freqs_cos.reshape(S, D)[:, 0::2].repeat_interleave(2, dim=-1)
-            s = freqs_sin.reshape(S, D)[:, 1::2].repeat_interleave(2, dim=-1)
-            # The weak reference makes a new tensor at a freed one's address miss the cache.
-            self.key, self.tables = key, (c, s, weakref.ref(freqs_cos))
-        return self.tables[0], self.tables[1]
+    def get(self, source: torch.Tensor, key: tuple,
+            build: Callable[[], tuple]) -> tuple:
+        """The tables ``build()`` makes from ``source``; ``key`` holds what else they depend on."""
+        key = (source.data_ptr(), source._version, source.device) + key
+        hit = self.entries.get(key)
+        # The weak reference makes a new tensor at a freed one's address miss the cache.
+        if hit is None or hit[2]() is not source:
+            if len(self.entries) >= self._SIZE:
+                self.entries.pop(next(iter(self.entries)))
+            hit = self.entries[key] = (*build(), weakref.ref(source))
+        return hit[0], hit[1]
+
+
+def _first_call_checked(state: Dict[str, bool], out: torch.Tensor,
+                        reference: Callable[[], Any]) -> Any:
+    """``out`` if it equals ``reference()`` bit for bit on the stand-in's first call (then
+    always), else the reference's result, and ``state["ok"]`` turns False for good."""
+    if state["checked"]:
+        return out
+    ref = reference()
+    state["checked"] = True
+    state["ok"] = (isinstance(ref, torch.Tensor) and ref.dtype == out.dtype
+                   and ref.shape == out.shape
+                   and torch.equal(ref.view(torch.uint8), out.view(torch.uint8)))
+    return out if state["ok"] else ref
+
+
+def _wan_tables(cache: _TableCache, x: Any, freqs_cos: Any, freqs_sin: Any) -> Optional[tuple]:
+    """int8attn_rotary's [S, D] tables for Wan's pairing (pair i: cos of channel 2i, sin of
+    channel 2i+1, for both of its outputs), or None where the arguments are not Wan's layout
+    ([B, S, H, D] input, S·D float32 entries per table)."""
+    if not _rotatable(x, (freqs_cos, freqs_sin)):
+        return None
+    S, D = x.shape[1], x.shape[-1]
+    if any(t.numel() != S * D or t.shape[-1] != D for t in (freqs_cos, freqs_sin)):
+        return None
+
+    def build() -> tuple:
+        return (freqs_cos.reshape(S, D)[:, 0::2].repeat_interleave(2, dim=-1),
+                freqs_sin.reshape(S, D)[:, 1::2].repeat_interleave(2, dim=-1))
+
+    return cache.get(freqs_cos, (freqs_sin.data_ptr(), freqs_sin._version, S, D), build)
 
 
 def lean_wan_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -181,24 +244,71 @@ def lean_wan_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
     in eager mode. Its first call also runs ``original`` and keeps the int8attn path only if
     every output bit agrees (a diffusers version whose function differs falls back for good)."""
     state = {"checked": False, "ok": True}
-    cache = _WanTables()
+    cache = _TableCache()
 
     def apply_rotary_emb(hidden_states: torch.Tensor, freqs_cos: Any, freqs_sin: Any) -> Any:
         tables = None
         if state["ok"] and not torch.compiler.is_compiling():
-            tables = cache.get(hidden_states, freqs_cos, freqs_sin)
+            tables = _wan_tables(cache, hidden_states, freqs_cos, freqs_sin)
         if tables is None:
             return original(hidden_states, freqs_cos, freqs_sin)
         out = _rotate(hidden_states, tables[0], tables[1], True)
-        if not state["checked"]:
-            ref = original(hidden_states, freqs_cos, freqs_sin)
-            state["checked"] = True
-            state["ok"] = (ref.dtype == out.dtype and ref.shape == out.shape
-                           and torch.equal(ref.view(torch.uint8), out.view(torch.uint8)))
-            if not state["ok"]:
-                return ref
-        return out
+        return _first_call_checked(state, out,
+                                   lambda: original(hidden_states, freqs_cos, freqs_sin))
 
     apply_rotary_emb.__int8attn_lean__ = True  # type: ignore[attr-defined]
     apply_rotary_emb.state = state  # type: ignore[attr-defined]  # whether the check passed
     return apply_rotary_emb
+
+
+# ---- Qwen-Image: the complex product ``view_as_complex(x) * freqs_cis`` ---------------------
+
+QWEN_ROTARY_NAME = "apply_rotary_emb_qwen"
+
+
+def _complex_tables(cache: _TableCache, x: Any, freqs: Any, batched: bool) -> Optional[tuple]:
+    """int8attn_rotary's [S, D] tables (both channels of pair i: Re f[s, i], Im f[s, i]) for a
+    CUDA ``x`` [B, S, H, D] and complex64 ``freqs`` on its device, [S, D/2] (or, ``batched``,
+    [1, S, D/2]), or None otherwise. CUDA only: the fused multiply-adds are how PyTorch's CUDA
+    kernels evaluate the product."""
+    if not (_rotatable(x, ()) and x.is_cuda and isinstance(freqs, torch.Tensor)
+            and freqs.dtype == torch.complex64 and freqs.device == x.device
+            and tuple(freqs.shape) == (1,) * batched + (x.shape[1], x.shape[-1] // 2)
+            and not (torch.is_grad_enabled() and freqs.requires_grad)):
+        return None
+
+    def build() -> tuple:
+        f = freqs[0] if batched else freqs
+        return (f.real.repeat_interleave(2, dim=-1).contiguous(),
+                f.imag.repeat_interleave(2, dim=-1).contiguous())
+
+    return cache.get(freqs, tuple(freqs.shape), build)
+
+
+def lean_complex_rotary(original: Callable[..., Any], *,
+                        batched_freqs: bool = False) -> Callable[..., Any]:
+    """A drop-in for a complex-product rotary function ``original(x, freqs_cis, ...)``:
+    :func:`int8attn.rotary` in its ``complex_fma`` arithmetic for [B, S, H, D] CUDA input and
+    complex64 tables, in eager mode. Two signatures: Qwen-Image's ``apply_rotary_emb_qwen(x,
+    freqs_cis, use_real=True, use_real_unbind_dim=-1)``, complex with ``use_real=False`` and
+    tables [S, D/2]; and (``batched_freqs``) Z-Image's nested ``apply_rotary_emb(x_in,
+    freqs_cis)``, always complex, tables [B, S, D/2] (taken at B = 1). Its first call also runs
+    ``original`` and keeps the int8attn path only if every output bit agrees (a PyTorch build
+    that evaluates the product otherwise falls back for good)."""
+    state = {"checked": False, "ok": True}
+    cache = _TableCache()
+
+    @functools.wraps(original)
+    def stand_in(x: torch.Tensor, freqs_cis: Any, *args: Any, **kwargs: Any) -> Any:
+        tables = None
+        complex_product = batched_freqs or not kwargs.get("use_real", args[0] if args else True)
+        if complex_product and state["ok"] and not torch.compiler.is_compiling():
+            tables = _complex_tables(cache, x, freqs_cis, batched_freqs)
+        if tables is None:
+            return original(x, freqs_cis, *args, **kwargs)
+        out = _rotate(x, tables[0], tables[1], True, L.ROTARY_COMPLEX_FMA)
+        return _first_call_checked(state, out, lambda: original(x, freqs_cis, *args, **kwargs))
+
+    stand_in.__int8attn_lean__ = True  # type: ignore[attr-defined]
+    stand_in.state = state  # type: ignore[attr-defined]  # whether the first-call check passed
+    return stand_in

@@ -358,6 +358,49 @@ def test_rms_norm_matches_the_cpu_backend(device):
         assert torch.equal(general.cpu().view(torch.int16), cpu.view(torch.int16))
 
 
+def _qwen_rotary(x, freqs_cis, use_real=True, use_real_unbind_dim=-1):
+    """Qwen-Image's ``apply_rotary_emb_qwen`` with ``use_real=False`` (diffusers 0.42.1), for a
+    test without diffusers."""
+    assert not use_real
+    x_rotated = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+    x_out = torch.view_as_real(x_rotated * freqs_cis.unsqueeze(1)).flatten(3)
+    return x_out.type_as(x)
+
+
+def _z_image_rotary(x_in, freqs_cis):
+    """Z-Image's nested ``apply_rotary_emb`` (diffusers 0.42.1): freqs_cis [B, S, D/2]."""
+    with torch.amp.autocast("cuda", enabled=False):
+        x = torch.view_as_complex(x_in.float().reshape(*x_in.shape[:-1], -1, 2))
+        x_out = torch.view_as_real(x * freqs_cis.unsqueeze(2)).flatten(3)
+        return x_out.type_as(x_in)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", ["qwen-image", "z-image"])
+def test_complex_rotary_is_pytorchs_product_bit_for_bit(device, model):
+    """The complex rotary products of Qwen-Image and Z-Image: on CUDA int8attn's COMPLEX_FMA
+    arithmetic gives PyTorch's bits (the stand-in's first-call check passes and later calls
+    agree too); on the CPU, whose kernels evaluate the product otherwise, the original runs."""
+    from int8attn import _rotary
+
+    S, D = 300, 128
+    angles = randn(S, D // 2, device=device, dtype=torch.float32, seed=11) * 40
+    freqs = torch.polar(torch.ones_like(angles), angles)  # complex64 [S, D/2]
+    if model == "qwen-image":
+        lean = _rotary.lean_complex_rotary(_qwen_rotary)
+        original, kw = _qwen_rotary, {"use_real": False}
+    else:
+        lean = _rotary.lean_complex_rotary(_z_image_rotary, batched_freqs=True)
+        original, kw, freqs = _z_image_rotary, {}, freqs[None]
+    for dtype in (torch.bfloat16, torch.float32):
+        for seed in (12, 13):
+            x = randn(1, S, 24, D, device=device, dtype=dtype, seed=seed) * 4
+            out, ref = lean(x, freqs, **kw), original(x, freqs, **kw)
+            assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+    assert lean.state == ({"checked": True, "ok": True} if device == "cuda"
+                          else {"checked": False, "ok": True})
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_key_padding_mask_runs_as_k_lengths(device):
     """sdpa_int8 with a key-padding prefix mask runs int8attn (k_lengths) and agrees with
