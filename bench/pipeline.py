@@ -374,26 +374,31 @@ def install(model: torch.nn.Module, config: str, steps: int) -> Any:
     return model._int8attn_processor
 
 
-def restore(model: torch.nn.Module, saved: Dict[str, Any]) -> None:
-    """Put the original processors back and check that every one is back.
+def prediction(output: Any) -> torch.Tensor:
+    """A denoiser's ``return_dict=False`` output as one tensor (Z-Image's is a list per
+    sample)."""
+    first = output[0]
+    return torch.stack(list(first)) if isinstance(first, (list, tuple)) else first
 
-    ``set_attn_processor`` pops from the dict it is given, hence the copy; a class whose
-    ``set_attn_processor`` misses modules is restored module by module."""
-    model.set_attn_processor(dict(saved))
-    if not _restored(model, saved):
-        for name, mod in model.named_modules():
-            key = f"{name}.processor"
-            if key in saved and callable(getattr(mod, "set_processor", None)):
-                mod.set_processor(saved[key])
-    if not _restored(model, saved):
+
+def attention_processors(model: torch.nn.Module) -> Dict[str, Any]:
+    """Every attention module's processor under ``"<module name>.processor"``: diffusers'
+    ``attn_processors``, also for models without that property (Z-Image)."""
+    return {f"{name}.processor": mod.processor for name, mod in model.named_modules()
+            if callable(getattr(mod, "set_processor", None)) and hasattr(mod, "processor")}
+
+
+def restore(model: torch.nn.Module, saved: Dict[str, Any]) -> None:
+    """Put the original processors (``attention_processors``' dict) back, module by module,
+    and check that every one is back."""
+    for name, mod in model.named_modules():
+        key = f"{name}.processor"
+        if key in saved:
+            mod.set_processor(saved[key])
+    if attention_processors(model) != saved:
         raise RuntimeError("could not restore the original attention processors")
     if "_int8attn_processor" in model.__dict__:
         del model.__dict__["_int8attn_processor"]  # or set_timestep would find a stale one
-
-
-def _restored(model: torch.nn.Module, saved: Dict[str, Any]) -> bool:
-    now = model.attn_processors
-    return now.keys() == saved.keys() and all(now[k] is saved[k] for k in saved)
 
 
 def backend_context(config: str) -> Any:
@@ -478,7 +483,7 @@ def measure(model: torch.nn.Module, inputs: Dict[str, Any], config: str, mode: s
     def step(i: int) -> torch.Tensor:
         if policy_steps:
             int8attn.set_timestep(model, i % policy_steps)
-        return fn(**inputs)[0]
+        return prediction(fn(**inputs))
 
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -626,9 +631,9 @@ def run_model(spec: pm.ModelSpec, args: argparse.Namespace, device: torch.device
         model = build_model(spec, device)
         entry["build"] = {"seconds": time.perf_counter() - t0,
                           "parameters": sum(p.numel() for p in model.parameters()),
-                          "attention_modules": len(model.attn_processors),
+                          "attention_modules": len(attention_processors(model)),
                           "processors": sorted({type(p).__name__
-                                                for p in model.attn_processors.values()})}
+                                                for p in attention_processors(model).values()})}
         if cuda:
             entry["build"]["weights_gib"] = torch.cuda.memory_allocated() / 2**30
         inputs = pm.make_inputs(spec, device, SEED)
@@ -649,7 +654,7 @@ def run_model(spec: pm.ModelSpec, args: argparse.Namespace, device: torch.device
                    f"{entry['build']['parameters'] / 1e6:,.1f}M parameters, built in "
                    f"{entry['build']['seconds']:.1f} s"
                    + (f"; layers cut: {spec.layers_cut}" if spec.layers_cut else ""))
-    saved = dict(model.attn_processors)
+    saved = attention_processors(model)
     reference: Optional[torch.Tensor] = None
     try:
         for i, config in enumerate(args.configs):

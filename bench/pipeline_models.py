@@ -32,8 +32,8 @@ class ModelSpec:
         cls: diffusers class name.
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
-        family: Which input builder applies ("unet", "sd3", "flux", "wan", "hunyuan",
-            "cogvideox").
+        family: Which input builder applies ("unet", "sd3", "flux", "qwenimage", "zimage",
+            "wan", "hunyuan", "cogvideox").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -151,6 +151,25 @@ _HUNYUAN_VIDEO = dict(
     pooled_projection_dim=768, rope_theta=256.0, rope_axes_dim=(16, 56, 56),
 )
 
+_QWEN_IMAGE = dict(
+    # Qwen/Qwen-Image, transformer/config.json: diffusers' RMSNorm on Q and K, its rotary
+    # embedding as a complex product (``apply_rotary_emb_qwen``), text tokens first in the joint
+    # attention
+    patch_size=2, in_channels=64, out_channels=16, num_layers=60, attention_head_dim=128,
+    num_attention_heads=24, joint_attention_dim=3584, guidance_embeds=False,
+    axes_dims_rope=(16, 56, 56),
+)
+
+_Z_IMAGE_TURBO = dict(
+    # Tongyi-MAI/Z-Image-Turbo, transformer/config.json: one stream over image then caption
+    # tokens, diffusers' RMSNorm on Q and K, a complex rotary product defined inside the
+    # processor's call. axes_lens (the length of the precomputed rotary tables, not a 1024 px
+    # step's work) is left at the class default.
+    all_patch_size=(2,), all_f_patch_size=(1,), in_channels=16, dim=3840, n_layers=30,
+    n_refiner_layers=2, n_heads=30, n_kv_heads=30, norm_eps=1e-5, qk_norm=True,
+    cap_feat_dim=2560, rope_theta=256.0, t_scale=1000.0, axes_dims=(32, 48, 48),
+)
+
 _COGVIDEOX_2B = dict(
     # THUDM/CogVideoX-2b, transformer/config.json (2B uses sin-cos position embeddings; RoPE is
     # the 5B's)
@@ -222,6 +241,28 @@ FULL: Dict[str, ModelSpec] = {
         depth=("num_layers",)),
     "flux1024": _flux("flux1024", 1024),
     "flux2048": _flux("flux2048", 2048),
+    "qwenimage": ModelSpec(
+        name="qwenimage", cls="QwenImageTransformer2DModel", config=_QWEN_IMAGE,
+        dtype="bfloat16", family="qwenimage",
+        inputs=dict(batch=1, side=64, channels=64, text_tokens=128, text_dim=3584),
+        description="Qwen-Image, 1024x1024 (latent 128x128 -> 4096 patches), batch 1 (one of "
+                    "the step's two true-CFG calls), 128 text tokens (no padding: the pipeline "
+                    "passes no mask then)",
+        source="Qwen/Qwen-Image transformer/config.json",
+        attention="60 joint blocks: RMS-normalized Q and K, complex rotary embedding, "
+                  "self-attention over 128+4096 = 4224 tokens, 24 heads x 128",
+        depth=("num_layers",)),
+    "zimage": ModelSpec(
+        name="zimage", cls="ZImageTransformer2DModel", config=_Z_IMAGE_TURBO,
+        dtype="bfloat16", family="zimage",
+        inputs=dict(batch=1, latent=(128, 128), channels=16, text_tokens=128, text_dim=2560),
+        description="Z-Image-Turbo, 1024x1024 (latent 128x128 -> 4096 patches), batch 1 "
+                    "(guidance 0: no CFG), 128 caption tokens",
+        source="Tongyi-MAI/Z-Image-Turbo transformer/config.json",
+        attention="2 + 2 refiner blocks over the image's 4096 and the caption's 128 tokens, then "
+                  "30 single-stream blocks over 4096+128 = 4224 tokens; RMS-normalized Q and "
+                  "K, complex rotary embedding, 30 heads x 128",
+        depth=("n_layers",)),
     "wan": ModelSpec(
         name="wan", cls="WanTransformer3DModel", config=_WAN21_13B, dtype="bfloat16",
         family="wan",
@@ -310,6 +351,15 @@ TINY: Dict[str, ModelSpec] = {
         guidance_embeds=True, axes_dims_rope=(4, 6, 6)),
         dict(batch=1, side=12, channels=16, text_tokens=8, text_dim=32, pooled_dim=16,
              guidance=3.5)),
+    "qwenimage": _tiny(FULL["qwenimage"], dict(
+        patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=32, axes_dims_rope=(4, 6, 6)),
+        dict(batch=1, side=8, channels=16, text_tokens=8, text_dim=32)),
+    "zimage": _tiny(FULL["zimage"], dict(
+        all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=64, n_layers=2,
+        n_refiner_layers=1, n_heads=2, n_kv_heads=2, qk_norm=True, cap_feat_dim=32,
+        axes_dims=(8, 12, 12), axes_lens=(64, 32, 32)),
+        dict(batch=1, latent=(8, 8), channels=4, text_tokens=32, text_dim=32)),
     "wan": _tiny(FULL["wan"], dict(
         patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
         out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
@@ -373,6 +423,19 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
                   guidance=torch.full((b,), s["guidance"], device=device, dtype=torch.float32),
                   img_ids=_flux_image_ids(side, device, dtype),
                   txt_ids=torch.zeros(s["text_tokens"], 3, device=device, dtype=dtype))
+    elif spec.family == "qwenimage":
+        side = s["side"]
+        kw = dict(hidden_states=randn(b, side * side, s["channels"]),
+                  encoder_hidden_states=text,
+                  # the pipeline passes t / 1000, and no mask when no text token is padding
+                  timestep=torch.full((b,), 0.5, device=device, dtype=dtype),
+                  img_shapes=[[(1, side, side)]] * b)
+    elif spec.family == "zimage":
+        h, w = s["latent"]
+        # lists of per-sample tensors: latents [C, frames=1, H, W], caption features [L, dim];
+        # the pipeline passes t as (1000 - t) / 1000
+        kw = dict(x=[randn(s["channels"], 1, h, w) for _ in range(b)], cap_feats=list(text),
+                  t=torch.full((b,), 0.5, device=device, dtype=dtype))
     elif spec.family == "wan":
         h, w = s["latent"]
         kw = dict(hidden_states=randn(b, s["channels"], s["frames"], h, w),

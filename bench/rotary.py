@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""diffusers' rotary embedding against int8attn's leaner one (what the wrapped Flux processors
+"""diffusers' rotary embedding against int8attn's leaner one (what the wrapped processors
 call): device time per call (CUDA-graph replays), eager time per call (a loop of calls,
 synchronised once: whichever of host and device binds), and whether every output bit is equal,
-for Q/K shapes of Flux and one of HunyuanVideo's size (whose processor keeps diffusers' own).
+for Q/K shapes of Flux and HunyuanVideo (real cos/sin tables, diffusers' ``apply_rotary_emb``)
+and of Qwen-Image (the complex product of its ``apply_rotary_emb_qwen``).
 
     python3 bench/rotary.py --out bench/results/DIR
 
@@ -18,15 +19,35 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (CUDA-graph timer)
 from diffusers.models.embeddings import apply_rotary_emb  # noqa: E402
+from diffusers.models.transformers.transformer_qwenimage import (  # noqa: E402
+    apply_rotary_emb_qwen)
 
-from int8attn._rotary import lean_apply_rotary_emb  # noqa: E402
+from int8attn._rotary import lean_apply_rotary_emb, lean_complex_rotary  # noqa: E402
 
-# name: (B, S, H, D), sequence_dim 1 ([B, S, H, D]) as the Flux and HunyuanVideo processors call it
+# name: ((B, S, H, D), tables), [B, S, H, D] as the processors call it; tables "real" (cos, sin
+# [S, D]) or "complex" (freqs_cis [S, D/2])
 SHAPES = {
-    "flux_1024px": (1, 4608, 24, 128),
-    "flux_2048px": (1, 16896, 24, 128),
-    "hunyuan_720p_129f": (1, 119040, 24, 128),
+    "flux_1024px": ((1, 4608, 24, 128), "real"),
+    "flux_2048px": ((1, 16896, 24, 128), "real"),
+    "hunyuan_720p_129f": ((1, 119040, 24, 128), "real"),
+    "qwenimage_1024px": ((1, 4096, 24, 128), "complex"),
 }
+
+
+def _calls(shape, tables, dtype, lean_real, lean_complex):
+    """(stock, int8attn) zero-argument calls on fixed random inputs of ``shape``."""
+    B, S, H, D = shape
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(B, S, H, D, device="cuda", generator=g).to(dtype)
+    if tables == "complex":
+        angles = torch.randn(S, D // 2, device="cuda", generator=g) * 40
+        f = torch.polar(torch.ones_like(angles), angles)
+        return (lambda: apply_rotary_emb_qwen(x, f, use_real=False),
+                lambda: lean_complex(x, f, use_real=False))
+    cos = torch.randn(S, D, device="cuda", generator=g)
+    sin = torch.randn(S, D, device="cuda", generator=g)
+    return (lambda: apply_rotary_emb(x, (cos, sin), sequence_dim=1),
+            lambda: lean_real(x, (cos, sin), sequence_dim=1))
 
 
 def main() -> None:
@@ -36,17 +57,14 @@ def main() -> None:
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     dtype = getattr(torch, args.dtype)
-    lean = lean_apply_rotary_emb(apply_rotary_emb)
+    lean_real = lean_apply_rotary_emb(apply_rotary_emb)
+    lean_complex = lean_complex_rotary(apply_rotary_emb_qwen)
     rows = []
-    for name, (B, S, H, D) in SHAPES.items():
-        g = torch.Generator(device="cuda").manual_seed(0)
-        x = torch.randn(B, S, H, D, device="cuda", generator=g).to(dtype)
-        cos = torch.randn(S, D, device="cuda", generator=g)
-        sin = torch.randn(S, D, device="cuda", generator=g)
-        stock = lambda: apply_rotary_emb(x, (cos, sin), sequence_dim=1)  # noqa: E731
-        ours = lambda: lean(x, (cos, sin), sequence_dim=1)  # noqa: E731
+    for name, (shape, tables) in SHAPES.items():
+        stock, ours = _calls(shape, tables, dtype, lean_real, lean_complex)
         equal = torch.equal(stock().view(torch.uint8), ours().view(torch.uint8))
-        row = {"shape": name, "x": [B, S, H, D], "dtype": args.dtype, "bit_identical": equal}
+        row = {"shape": name, "x": list(shape), "tables": tables, "dtype": args.dtype,
+               "bit_identical": equal}
         for label, fn in (("stock", stock), ("int8attn", ours)):
             row[f"{label}_device_ms"] = bench.time_fn(fn)[0]
             row[f"{label}_eager_ms"] = bench.eager_ms(fn)
@@ -57,18 +75,21 @@ def main() -> None:
               f"(eager {row['stock_eager_ms']:.3f})  int8attn {row['int8attn_device_ms']:.3f} ms "
               f"(eager {row['int8attn_eager_ms']:.3f})  {row['device_speedup']:.2f}x  "
               f"bit-identical {equal}", flush=True)
-        del x, cos, sin
+        del stock, ours
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
             "command": "python3 bench/rotary.py " + " ".join(sys.argv[1:])}
     with open(os.path.join(args.out, "rotary.json"), "w") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     lines = [f"# Rotary embedding, diffusers against int8attn ({meta['gpu']}, "
              f"torch {meta['torch']})",
-             "", f"`{meta['command']}`: one call on Q or K, sequence_dim=1, {args.dtype}.", "",
-             "| shape | x | stock device ms | int8attn device ms | speedup | stock eager ms "
-             "| int8attn eager ms | speedup | bit-identical |", "|---" * 9 + "|"]
+             "", f"`{meta['command']}`: one call on Q or K ([B, S, H, D]), {args.dtype}; real "
+             "tables: diffusers' `apply_rotary_emb`, complex: Qwen-Image's "
+             "`apply_rotary_emb_qwen` (`use_real=False`).", "",
+             "| shape | x | tables | stock device ms | int8attn device ms | speedup "
+             "| stock eager ms | int8attn eager ms | speedup | bit-identical |", "|---" * 10 + "|"]
     for r in rows:
-        lines.append(f"| {r['shape']} | {'x'.join(map(str, r['x']))} | {r['stock_device_ms']:.3f} "
+        lines.append(f"| {r['shape']} | {'x'.join(map(str, r['x']))} | {r['tables']} "
+                     f"| {r['stock_device_ms']:.3f} "
                      f"| {r['int8attn_device_ms']:.3f} | {r['device_speedup']:.2f}x "
                      f"| {r['stock_eager_ms']:.3f} | {r['int8attn_eager_ms']:.3f} "
                      f"| {r['eager_speedup']:.2f}x | {r['bit_identical']} |")

@@ -126,7 +126,7 @@ def main() -> int:
     # The parent process builds the model only for eager steps: compiled ones build their own.
     model = P.build_model(spec, dev) if args.child or "eager" in modes else None
     inputs = pm.make_inputs(spec, dev)
-    saved = dict(model.attn_processors) if model is not None else {}
+    saved = P.attention_processors(model) if model is not None else {}
     policy_steps = 6
 
     def stepper(config: str) -> Any:

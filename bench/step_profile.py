@@ -108,7 +108,7 @@ def main() -> int:
     dev = torch.device("cuda")
     model = P.build_model(spec, dev)
     inputs = pm.make_inputs(spec, dev)
-    saved = dict(model.attn_processors)
+    saved = P.attention_processors(model)
     report: Dict[str, Any] = {"model": args.model, "gpu": torch.cuda.get_device_name(),
                               "compiled": args.compile,
                               "torch": torch.__version__, "steps": args.steps,
