@@ -826,6 +826,44 @@ def test_z_image_gets_the_nested_complex_rotary():
     assert rel_l1(out, ref) < 0.02
 
 
+@needs_diffusers
+def test_ltx_video_gets_the_flat_rotary():
+    """LTX-Video's module defines its own rotary function over the flattened heads ([B, S, C],
+    per-batch tables): the wrapped processors' globals hold int8attn's stand-in, bit-identical
+    to it (checked on its first call), and a tiny model runs close to stock."""
+    from diffusers import LTXVideoTransformer3DModel
+    from diffusers.models.transformers import transformer_ltx
+
+    from int8attn import _rotary
+
+    lean = _rotary.lean_flat_rotary(transformer_ltx.apply_rotary_emb)
+    x = (randn(2, 30, 48, seed=95) * 4).to(torch.bfloat16)
+    cos, sin = randn(2, 30, 48, seed=96), randn(2, 30, 48, seed=97)
+    for freqs in [(cos, sin), (cos[:1], sin[:1])]:  # per-batch tables, then one for all rows
+        out, ref = lean(x, freqs), transformer_ltx.apply_rotary_emb(x, freqs)
+        assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+    assert lean.state == {"checked": True, "ok": True}
+
+    torch.manual_seed(0)
+    model = LTXVideoTransformer3DModel(in_channels=8, out_channels=8, num_attention_heads=2,
+                                       attention_head_dim=16, cross_attention_dim=32,
+                                       num_layers=1, caption_channels=32).eval()
+    mask = torch.ones(2, 8, dtype=torch.bool)
+    mask[:, 5:] = False
+    inputs = dict(hidden_states=randn(2, 2 * 4 * 4, 8, seed=98),
+                  encoder_hidden_states=randn(2, 8, 32, seed=99),
+                  timestep=torch.tensor([500.0] * 2), encoder_attention_mask=mask, num_frames=2, height=4, width=4,
+                  rope_interpolation_scale=(8 / 25, 32, 32))
+    ref = _out(model, inputs)
+    int8attn.replace_attention_with_int8(model, mode="exact", route="always")
+    wrapped = [m.processor for m in model.modules()
+               if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
+    stand_in = wrapped[0]._routed.__globals__["apply_rotary_emb"]
+    assert getattr(stand_in, "__int8attn_lean__", False)
+    assert rel_l1(_out(model, inputs), ref) < 1e-3
+    assert stand_in.state == {"checked": True, "ok": True}
+
+
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 def test_key_padding_mask_under_torch_compile(layout):
     """Compiled, a key-padding prefix mask is one processor_masked_attention node deciding at

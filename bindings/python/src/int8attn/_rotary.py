@@ -312,3 +312,45 @@ def lean_complex_rotary(original: Callable[..., Any], *,
     stand_in.__int8attn_lean__ = True  # type: ignore[attr-defined]
     stand_in.state = state  # type: ignore[attr-defined]  # whether the first-call check passed
     return stand_in
+
+
+# ---- LTX-Video: its own ``apply_rotary_emb(x, freqs)`` over the flattened heads --------------
+
+LTX_ROTARY_MODULE = "diffusers.models.transformers.transformer_ltx"
+
+
+def lean_flat_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
+    """A drop-in for LTX-Video's ``apply_rotary_emb(x, (cos, sin))`` (``original``): x
+    [B, S, C] with the heads flattened into C, float32 tables [B, S, C], diffusers' interleaved
+    real-table formula. :func:`int8attn.rotary` rotates each batch row with its own tables (x
+    described as [1, S, 1, C]), in eager mode; its first call also runs ``original`` and keeps
+    the int8attn path only if every output bit agrees."""
+    state = {"checked": False, "ok": True}
+
+    @functools.wraps(original)
+    def apply_rotary_emb(x: torch.Tensor, freqs: Any) -> Any:
+        if not (state["ok"] and not torch.compiler.is_compiling() and _flat_takes(x, freqs)):
+            return original(x, freqs)
+        cos, sin = freqs
+        out = torch.empty_like(x)
+        for b in range(x.shape[0]):
+            t = b if cos.shape[0] > 1 else 0
+            row = out[b:b + 1].unsqueeze(2)
+            if not _fastpath.rotary(x[b:b + 1].unsqueeze(2), cos[t], sin[t], row, True):
+                _api.rotary(x[b:b + 1].unsqueeze(2), cos[t], sin[t], layout="NHD", out=row)
+        return _first_call_checked(state, out, lambda: original(x, freqs))
+
+    apply_rotary_emb.__int8attn_lean__ = True  # type: ignore[attr-defined]
+    apply_rotary_emb.state = state  # type: ignore[attr-defined]  # whether the check passed
+    return apply_rotary_emb
+
+
+def _flat_takes(x: Any, freqs: Any) -> bool:
+    """Whether ``x`` [B, S, C] and ``freqs`` = (cos, sin), each [B or 1, S, C] float32, are
+    LTX-Video's layout for :func:`lean_flat_rotary`."""
+    if not (isinstance(freqs, Sequence) and len(freqs) == 2 and isinstance(x, torch.Tensor)
+            and x.dim() == 3 and _rotatable(x.unsqueeze(2), freqs)):
+        return False
+    B, S, C = x.shape
+    return all(t.dim() == 3 and t.shape[0] in (1, B) and tuple(t.shape[1:]) == (S, C)
+               for t in freqs)
