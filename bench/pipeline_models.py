@@ -33,7 +33,7 @@ class ModelSpec:
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
         family: Which input builder applies ("unet", "sd3", "flux", "qwenimage", "zimage",
-            "wan", "hunyuan", "cogvideox").
+            "wan", "hunyuan", "ltx", "cogvideox").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -170,6 +170,16 @@ _Z_IMAGE_TURBO = dict(
     cap_feat_dim=2560, rope_theta=256.0, t_scale=1000.0, axes_dims=(32, 48, 48),
 )
 
+_LTX_VIDEO = dict(
+    # Lightricks/LTX-Video (0.9.x, 2B), transformer/config.json: Q/K RMSNorm across heads
+    # (torch.nn.RMSNorm over 2048 channels), its own rotary function over the flattened heads
+    in_channels=128, out_channels=128, patch_size=1, patch_size_t=1, num_attention_heads=32,
+    attention_head_dim=64, cross_attention_dim=2048, num_layers=28,
+    activation_fn="gelu-approximate", qk_norm="rms_norm_across_heads",
+    norm_elementwise_affine=False, norm_eps=1e-6, caption_channels=4096, attention_bias=True,
+    attention_out_bias=True,
+)
+
 _COGVIDEOX_2B = dict(
     # THUDM/CogVideoX-2b, transformer/config.json (2B uses sin-cos position embeddings; RoPE is
     # the 5B's)
@@ -286,6 +296,17 @@ FULL: Dict[str, ModelSpec] = {
         attention="20 double + 40 single blocks, joint self-attention over 118800+256 tokens "
                   "with the text padding masked, 24 heads x 128",
         depth=("num_layers", "num_single_layers")),
+    "ltx": ModelSpec(
+        name="ltx", cls="LTXVideoTransformer3DModel", config=_LTX_VIDEO, dtype="bfloat16",
+        family="ltx",
+        inputs=dict(batch=2, channels=128, frames=21, latent=(16, 22), text_tokens=128,
+                    text_valid=48, text_dim=4096, frame_rate=25),
+        description="LTX-Video, 704x512 161 frames (latent 21x16x22 -> 7392 tokens), CFG "
+                    "batch 2, 128 text tokens of which 48 valid (the rest padding, masked)",
+        source="Lightricks/LTX-Video transformer/config.json",
+        attention="28 blocks: self-attention over 7392 tokens + cross-attention to 128 masked "
+                  "text tokens, 32 heads x 64",
+        depth=("num_layers",)),
     "cogvideox": ModelSpec(
         name="cogvideox", cls="CogVideoXTransformer3DModel", config=_COGVIDEOX_2B,
         dtype="bfloat16", family="cogvideox",
@@ -372,6 +393,11 @@ TINY: Dict[str, ModelSpec] = {
         rope_axes_dim=(4, 6, 6)),
         dict(batch=1, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_valid=5,
              text_dim=32, pooled_dim=16, guidance=6.0)),
+    "ltx": _tiny(FULL["ltx"], dict(
+        in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=16,
+        cross_attention_dim=32, num_layers=2, caption_channels=32),
+        dict(batch=2, channels=8, frames=2, latent=(4, 4), text_tokens=8, text_valid=5,
+             text_dim=32, frame_rate=25)),
     "cogvideox": _tiny(FULL["cogvideox"], dict(
         num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=4,
         time_embed_dim=16, text_embed_dim=32, num_layers=2, sample_width=8, sample_height=8,
@@ -451,6 +477,16 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
                   encoder_hidden_states=text, encoder_attention_mask=mask,
                   pooled_projections=randn(b, s["pooled_dim"]),
                   guidance=torch.full((b,), s["guidance"] * 1000.0, device=device, dtype=dtype))
+    elif spec.family == "ltx":
+        f, (h, w) = s["frames"], s["latent"]
+        mask = torch.zeros(b, s["text_tokens"], device=device, dtype=torch.bool)
+        mask[:, :s["text_valid"]] = True
+        # the pipeline passes packed latents [B, F*H*W, C], the flow-matching t (sigma * 1000),
+        # and the VAE's compression over the frame rate and pixels as the rope's scale
+        kw = dict(hidden_states=randn(b, f * h * w, s["channels"]), encoder_hidden_states=text,
+                  timestep=torch.full((b,), 500.0, device=device), encoder_attention_mask=mask,
+                  num_frames=f, height=h, width=w,
+                  rope_interpolation_scale=(8 / s["frame_rate"], 32, 32))
     elif spec.family == "cogvideox":
         h, w = s["latent"]
         kw = dict(hidden_states=randn(b, s["frames"], s["channels"], h, w),

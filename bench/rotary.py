@@ -2,8 +2,9 @@
 """diffusers' rotary embedding against int8attn's leaner one (what the wrapped processors
 call): device time per call (CUDA-graph replays), eager time per call (a loop of calls,
 synchronised once: whichever of host and device binds), and whether every output bit is equal,
-for Q/K shapes of Flux and HunyuanVideo (real cos/sin tables, diffusers' ``apply_rotary_emb``)
-and of Qwen-Image (the complex product of its ``apply_rotary_emb_qwen``).
+for Q/K shapes of Flux and HunyuanVideo (real cos/sin tables, diffusers' ``apply_rotary_emb``),
+of Qwen-Image (the complex product of its ``apply_rotary_emb_qwen``) and of LTX-Video (its own
+function over the flattened heads, [B, S, H*D] with per-batch tables).
 
     python3 bench/rotary.py --out bench/results/DIR
 
@@ -19,35 +20,43 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (CUDA-graph timer)
 from diffusers.models.embeddings import apply_rotary_emb  # noqa: E402
+from diffusers.models.transformers import transformer_ltx  # noqa: E402
 from diffusers.models.transformers.transformer_qwenimage import (  # noqa: E402
     apply_rotary_emb_qwen)
 
-from int8attn._rotary import lean_apply_rotary_emb, lean_complex_rotary  # noqa: E402
+from int8attn._rotary import (lean_apply_rotary_emb, lean_complex_rotary,  # noqa: E402
+                              lean_flat_rotary)
 
 # name: ((B, S, H, D), tables), [B, S, H, D] as the processors call it; tables "real" (cos, sin
-# [S, D]) or "complex" (freqs_cis [S, D/2])
+# [S, D]), "complex" (freqs_cis [S, D/2]) or "flat" (LTX-Video: x [B, S, H*D], cos and sin
+# [B, S, H*D])
 SHAPES = {
     "flux_1024px": ((1, 4608, 24, 128), "real"),
     "flux_2048px": ((1, 16896, 24, 128), "real"),
     "hunyuan_720p_129f": ((1, 119040, 24, 128), "real"),
     "qwenimage_1024px": ((1, 4096, 24, 128), "complex"),
+    "ltx_704x512_161f_cfg": ((2, 7392, 32, 64), "flat"),
 }
 
 
-def _calls(shape, tables, dtype, lean_real, lean_complex):
+def _calls(shape, tables, dtype, lean):
     """(stock, int8attn) zero-argument calls on fixed random inputs of ``shape``."""
     B, S, H, D = shape
     g = torch.Generator(device="cuda").manual_seed(0)
+    if tables == "flat":
+        x = torch.randn(B, S, H * D, device="cuda", generator=g).to(dtype)
+        cs = tuple(torch.randn(B, S, H * D, device="cuda", generator=g) for _ in range(2))
+        return (lambda: transformer_ltx.apply_rotary_emb(x, cs), lambda: lean["flat"](x, cs))
     x = torch.randn(B, S, H, D, device="cuda", generator=g).to(dtype)
     if tables == "complex":
         angles = torch.randn(S, D // 2, device="cuda", generator=g) * 40
         f = torch.polar(torch.ones_like(angles), angles)
         return (lambda: apply_rotary_emb_qwen(x, f, use_real=False),
-                lambda: lean_complex(x, f, use_real=False))
+                lambda: lean["complex"](x, f, use_real=False))
     cos = torch.randn(S, D, device="cuda", generator=g)
     sin = torch.randn(S, D, device="cuda", generator=g)
     return (lambda: apply_rotary_emb(x, (cos, sin), sequence_dim=1),
-            lambda: lean_real(x, (cos, sin), sequence_dim=1))
+            lambda: lean["real"](x, (cos, sin), sequence_dim=1))
 
 
 def main() -> None:
@@ -57,11 +66,12 @@ def main() -> None:
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     dtype = getattr(torch, args.dtype)
-    lean_real = lean_apply_rotary_emb(apply_rotary_emb)
-    lean_complex = lean_complex_rotary(apply_rotary_emb_qwen)
+    lean = {"real": lean_apply_rotary_emb(apply_rotary_emb),
+            "complex": lean_complex_rotary(apply_rotary_emb_qwen),
+            "flat": lean_flat_rotary(transformer_ltx.apply_rotary_emb)}
     rows = []
     for name, (shape, tables) in SHAPES.items():
-        stock, ours = _calls(shape, tables, dtype, lean_real, lean_complex)
+        stock, ours = _calls(shape, tables, dtype, lean)
         equal = torch.equal(stock().view(torch.uint8), ours().view(torch.uint8))
         row = {"shape": name, "x": list(shape), "tables": tables, "dtype": args.dtype,
                "bit_identical": equal}
@@ -84,7 +94,8 @@ def main() -> None:
              f"torch {meta['torch']})",
              "", f"`{meta['command']}`: one call on Q or K ([B, S, H, D]), {args.dtype}; real "
              "tables: diffusers' `apply_rotary_emb`, complex: Qwen-Image's "
-             "`apply_rotary_emb_qwen` (`use_real=False`).", "",
+             "`apply_rotary_emb_qwen` (`use_real=False`), flat: LTX-Video's `apply_rotary_emb` "
+             "([B, S, H*D], per-batch tables).", "",
              "| shape | x | tables | stock device ms | int8attn device ms | speedup "
              "| stock eager ms | int8attn eager ms | speedup | bit-identical |", "|---" * 10 + "|"]
     for r in rows:

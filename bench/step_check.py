@@ -4,7 +4,7 @@ accounting (which calls ran int8attn, were routed to SDPA, fell back) and how fa
 output moved (rel-L1 against stock, on an ordinary FAST step of the policy; with --math-sdpa,
 beside it, how far stock's own output moves with PyTorch's math SDPA kernel instead of its
 default), and whether the rotary stand-ins that check their first call against the original
-kept int8attn. For a model whose text tokens are padded and masked (HunyuanVideo), also one
+kept int8attn. For HunyuanVideo, whose joint attention masks the text padding, also one
 joint attention call of its shape: PyTorch SDPA with that key-padding mask (what stock runs),
 SDPA without a mask (what it would cost unmasked), and int8attn FAST (K scales per block, as
 the processors call it) with the mask as k_lengths (device time, CUDA graphs).
@@ -108,7 +108,7 @@ def main() -> None:
                   else float((math_sdpa - ref).abs().sum() / ref.abs().sum())),
               "checked_stand_ins": checked_stand_ins(model),
               "command": "python3 bench/step_check.py " + " ".join(sys.argv[1:])}
-    if "text_valid" in spec.inputs:
+    if spec.family == "hunyuan":  # its joint attention masks the text padding
         result["masked_call"] = masked_call_times(spec)
     print(json.dumps(result, indent=1))
     os.makedirs(args.out, exist_ok=True)
