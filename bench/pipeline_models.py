@@ -142,6 +142,14 @@ _WAN21_13B = dict(
     added_kv_proj_dim=None, rope_max_seq_len=1024,
 )
 
+_WAN21_14B = dict(
+    # Wan-AI/Wan2.1-T2V-14B-Diffusers, transformer/config.json
+    patch_size=(1, 2, 2), num_attention_heads=40, attention_head_dim=128, in_channels=16,
+    out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=13824, num_layers=40,
+    cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, image_dim=None,
+    added_kv_proj_dim=None, rope_max_seq_len=1024,
+)
+
 _HUNYUAN_VIDEO = dict(
     # hunyuanvideo-community/HunyuanVideo, transformer/config.json: diffusers' RMSNorm on Q and K,
     # rotary embedding imported inside the processor's call, a text-padding attention mask
@@ -284,6 +292,17 @@ FULL: Dict[str, ModelSpec] = {
         attention="30 blocks: self-attention over 32760 tokens + cross-attention to 512 tokens, "
                   "12 heads x 128",
         depth=("num_layers",)),
+    "wan14b": ModelSpec(
+        name="wan14b", cls="WanTransformer3DModel", config=_WAN21_14B, dtype="bfloat16",
+        family="wan",
+        inputs=dict(batch=2, channels=16, frames=21, latent=(90, 160), text_tokens=512,
+                    text_dim=4096),
+        description="Wan2.1-T2V-14B, 1280x720 81 frames (latent 21x90x160 -> 75600 tokens), "
+                    "CFG batch 2, 512 text tokens",
+        source="Wan-AI/Wan2.1-T2V-14B-Diffusers transformer/config.json",
+        attention="40 blocks: self-attention over 75600 tokens + cross-attention to 512 "
+                  "tokens, 40 heads x 128",
+        depth=("num_layers",)),
     "hunyuan": ModelSpec(
         name="hunyuan", cls="HunyuanVideoTransformer3DModel", config=_HUNYUAN_VIDEO,
         dtype="bfloat16", family="hunyuan",
@@ -382,6 +401,11 @@ TINY: Dict[str, ModelSpec] = {
         axes_dims=(8, 12, 12), axes_lens=(64, 32, 32)),
         dict(batch=1, latent=(8, 8), channels=4, text_tokens=32, text_dim=32)),
     "wan": _tiny(FULL["wan"], dict(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
+        out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
+        cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64),
+        dict(batch=2, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_dim=32)),
+    "wan14b": _tiny(FULL["wan14b"], dict(
         patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
         out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
         cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64),
