@@ -828,21 +828,27 @@ def test_z_image_gets_the_nested_complex_rotary():
 
 @needs_diffusers
 def test_ltx_video_gets_the_flat_rotary():
-    """LTX-Video's module defines its own rotary function over the flattened heads ([B, S, C],
-    per-batch tables): the wrapped processors' globals hold int8attn's stand-in, bit-identical
-    to it (checked on its first call), and a tiny model runs close to stock."""
+    """LTX-Video's module (and LTX-2's) defines its own rotary function over the flattened heads
+    ([B, S, C], per-batch tables): the wrapped processors' globals hold int8attn's stand-in,
+    bit-identical to it (checked on its first call), and a tiny model runs close to stock."""
     from diffusers import LTXVideoTransformer3DModel
     from diffusers.models.transformers import transformer_ltx
 
     from int8attn import _rotary
 
-    lean = _rotary.lean_flat_rotary(transformer_ltx.apply_rotary_emb)
+    from diffusers.models.transformers import transformer_ltx2
+
     x = (randn(2, 30, 48, seed=95) * 4).to(torch.bfloat16)
     cos, sin = randn(2, 30, 48, seed=96), randn(2, 30, 48, seed=97)
-    for freqs in [(cos, sin), (cos[:1], sin[:1])]:  # per-batch tables, then one for all rows
-        out, ref = lean(x, freqs), transformer_ltx.apply_rotary_emb(x, freqs)
-        assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
-    assert lean.state == {"checked": True, "ok": True}
+    # LTX-2's copy of the function (apply_interleaved_rotary_emb) gets the same stand-in
+    for original in (transformer_ltx.apply_rotary_emb,
+                     transformer_ltx2.apply_interleaved_rotary_emb):
+        assert (original.__module__, original.__name__) in _rotary.FLAT_ROTARY_FUNCTIONS
+        lean = _rotary.lean_flat_rotary(original)
+        for freqs in [(cos, sin), (cos[:1], sin[:1])]:  # per-batch tables, then one for all
+            out, ref = lean(x, freqs), original(x, freqs)
+            assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
+        assert lean.state == {"checked": True, "ok": True}
 
     torch.manual_seed(0)
     model = LTXVideoTransformer3DModel(in_channels=8, out_channels=8, num_attention_heads=2,

@@ -34,7 +34,7 @@ from ._api import (Mode, ModeLike, TimestepPolicy, _granularity, parse_mode,
 from ._api import attention as _attention
 from ._lib import NotSupportedError
 from ._norms import install as install_lean_norm
-from ._rotary import (LTX_ROTARY_MODULE, QWEN_ROTARY_NAME, lean_apply_rotary_emb,
+from ._rotary import (FLAT_ROTARY_FUNCTIONS, QWEN_ROTARY_NAME, lean_apply_rotary_emb,
                       lean_builtins, lean_complex_rotary, lean_flat_rotary, lean_nested_rotary,
                       nested_rotary_code)
 
@@ -598,14 +598,14 @@ _LEAN_BUILTINS = "_int8attn_lean_builtins"
 def _lean_rotary_for(value: Any) -> Optional[Callable[..., Any]]:
     """int8attn's stand-in for ``value`` where it is one of diffusers' rotary functions a
     processor's module imports or defines (not already int8attn's): ``apply_rotary_emb`` of
-    ``diffusers.models.embeddings`` or of LTX-Video's module, or Qwen-Image's
+    ``diffusers.models.embeddings``, LTX-Video's and LTX-2's own copies of it, or Qwen-Image's
     ``apply_rotary_emb_qwen``; else None."""
     if not callable(value) or getattr(value, "__int8attn_lean__", False):
         return None
     name, module = getattr(value, "__name__", None), str(getattr(value, "__module__", ""))
     if name == "apply_rotary_emb" and module == "diffusers.models.embeddings":
         return lean_apply_rotary_emb(value)
-    if name == "apply_rotary_emb" and module == LTX_ROTARY_MODULE:
+    if (module, name) in FLAT_ROTARY_FUNCTIONS:
         return lean_flat_rotary(value)
     if name == QWEN_ROTARY_NAME and module.startswith("diffusers."):
         return lean_complex_rotary(value)
@@ -619,7 +619,7 @@ def _routed_function(fn: Callable[..., Any], config: Int8AttnProcessor) -> Optio
     :func:`~int8attn._rotary.lean_apply_rotary_emb` (one pass over memory, in eager mode), and so
     does one the code imports inside the call (the new globals' builtins import it,
     :func:`~int8attn._rotary.lean_builtins`); Qwen-Image's ``apply_rotary_emb_qwen`` becomes
-    :func:`~int8attn._rotary.lean_complex_rotary`, LTX-Video's
+    :func:`~int8attn._rotary.lean_complex_rotary`, LTX-Video's and LTX-2's
     :func:`~int8attn._rotary.lean_flat_rotary`; a nested one of Wan's or Z-Image's signature
     becomes :func:`~int8attn._rotary.lean_nested_rotary`'s
     (:func:`~int8attn._rotary.nested_rotary_code`).

@@ -316,13 +316,17 @@ def lean_complex_rotary(original: Callable[..., Any], *,
 
 # ---- LTX-Video: its own ``apply_rotary_emb(x, freqs)`` over the flattened heads --------------
 
-LTX_ROTARY_MODULE = "diffusers.models.transformers.transformer_ltx"
+# (module, function name) of LTX-Video's and LTX-2's copies of that function
+FLAT_ROTARY_FUNCTIONS = (
+    ("diffusers.models.transformers.transformer_ltx", "apply_rotary_emb"),
+    ("diffusers.models.transformers.transformer_ltx2", "apply_interleaved_rotary_emb"),
+)
 
 
 def lean_flat_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
-    """A drop-in for LTX-Video's ``apply_rotary_emb(x, (cos, sin))`` (``original``): x
-    [B, S, C] with the heads flattened into C, float32 tables [B, S, C], diffusers' interleaved
-    real-table formula. :func:`int8attn.rotary` rotates each batch row with its own tables (x
+    """A drop-in for LTX-Video's ``apply_rotary_emb(x, (cos, sin))`` and LTX-2's
+    ``apply_interleaved_rotary_emb`` (``original``): x [B, S, C] with the heads flattened into
+    C, float32 tables [B, S, C], diffusers' interleaved real-table formula. :func:`int8attn.rotary` rotates each batch row with its own tables (x
     described as [1, S, 1, C]), in eager mode; its first call also runs ``original`` and keeps
     the int8attn path only if every output bit agrees."""
     state = {"checked": False, "ok": True}
