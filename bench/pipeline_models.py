@@ -218,6 +218,22 @@ def _flux(name: str, px: int) -> ModelSpec:
         depth=("num_layers", "num_single_layers"))
 
 
+def _qwen_image(name: str, px: int) -> ModelSpec:
+    side = px // 16  # VAE /8, then 2x2 patches
+    n_img = side * side
+    return ModelSpec(
+        name=name, cls="QwenImageTransformer2DModel", config=_QWEN_IMAGE, dtype="bfloat16",
+        family="qwenimage",
+        inputs=dict(batch=1, side=side, channels=64, text_tokens=128, text_dim=3584),
+        description=f"Qwen-Image, {px}x{px} (latent {2 * side}x{2 * side} -> {n_img} patches), "
+                    "batch 1 (one of the step's two true-CFG calls), 128 text tokens (no "
+                    "padding: the pipeline passes no mask then)",
+        source="Qwen/Qwen-Image transformer/config.json",
+        attention=f"60 joint blocks: RMS-normalized Q and K, complex rotary embedding, "
+                  f"self-attention over 128+{n_img} = {n_img + 128} tokens, 24 heads x 128",
+        depth=("num_layers",))
+
+
 FULL: Dict[str, ModelSpec] = {
     "sd15": ModelSpec(
         name="sd15", cls="UNet2DConditionModel", config=_SD15_UNET, dtype="float16",
@@ -259,17 +275,8 @@ FULL: Dict[str, ModelSpec] = {
         depth=("num_layers",)),
     "flux1024": _flux("flux1024", 1024),
     "flux2048": _flux("flux2048", 2048),
-    "qwenimage": ModelSpec(
-        name="qwenimage", cls="QwenImageTransformer2DModel", config=_QWEN_IMAGE,
-        dtype="bfloat16", family="qwenimage",
-        inputs=dict(batch=1, side=64, channels=64, text_tokens=128, text_dim=3584),
-        description="Qwen-Image, 1024x1024 (latent 128x128 -> 4096 patches), batch 1 (one of "
-                    "the step's two true-CFG calls), 128 text tokens (no padding: the pipeline "
-                    "passes no mask then)",
-        source="Qwen/Qwen-Image transformer/config.json",
-        attention="60 joint blocks: RMS-normalized Q and K, complex rotary embedding, "
-                  "self-attention over 128+4096 = 4224 tokens, 24 heads x 128",
-        depth=("num_layers",)),
+    "qwenimage": _qwen_image("qwenimage", 1024),
+    "qwenimage1328": _qwen_image("qwenimage1328", 1328),
     "zimage": ModelSpec(
         name="zimage", cls="ZImageTransformer2DModel", config=_Z_IMAGE_TURBO,
         dtype="bfloat16", family="zimage",
@@ -391,10 +398,11 @@ TINY: Dict[str, ModelSpec] = {
         guidance_embeds=True, axes_dims_rope=(4, 6, 6)),
         dict(batch=1, side=12, channels=16, text_tokens=8, text_dim=32, pooled_dim=16,
              guidance=3.5)),
-    "qwenimage": _tiny(FULL["qwenimage"], dict(
+    **{name: _tiny(FULL[name], dict(
         patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=16,
         num_attention_heads=2, joint_attention_dim=32, axes_dims_rope=(4, 6, 6)),
-        dict(batch=1, side=8, channels=16, text_tokens=8, text_dim=32)),
+        dict(batch=1, side=side, channels=16, text_tokens=8, text_dim=32))
+       for name, side in (("qwenimage", 8), ("qwenimage1328", 10))},
     "zimage": _tiny(FULL["zimage"], dict(
         all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=64, n_layers=2,
         n_refiner_layers=1, n_heads=2, n_kv_heads=2, qk_norm=True, cap_feat_dim=32,
