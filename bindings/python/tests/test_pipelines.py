@@ -907,7 +907,7 @@ def test_key_padding_mask_under_torch_compile(layout):
 
 def test_key_lengths_of_padding_masks():
     """Key-padding prefix masks give int32 lengths (broadcast over the batch, kept for the same
-    mask), float biases too where allowed (bf16's -10000 included); other masks, empty rows and
+    mask or a new view of it), float biases too where allowed (bf16's -10000 included); other masks, empty rows and
     masks that differ between heads give None."""
     kl = _processors._KeyLengths()
     mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
@@ -918,6 +918,14 @@ def test_key_lengths_of_padding_masks():
     mask[0, ..., 6] = False  # changed in place: the version counter
     assert kl.get(mask, 2, 7).tolist() == [6, 5]
     assert kl.get(torch.ones(1, 1, 1, 7, dtype=torch.bool), 3, 7).tolist() == [7, 7, 7]
+    # A processor's view made anew in every call (Z-Image: mask[:, None, None, :]) is kept by
+    # its base: the second call reads nothing; a change to the base is still seen.
+    flat = torch.ones(2, 7, dtype=torch.bool)
+    flat[1, 3:] = False
+    lengths = kl.get(flat[:, None, None, :], 2, 7)
+    assert lengths.tolist() == [7, 3] and kl.get(flat[:, None, None, :], 2, 7) is lengths
+    flat[0, 6] = False
+    assert kl.get(flat[:, None, None, :], 2, 7).tolist() == [6, 3]
     holes = torch.ones(2, 1, 1, 7, dtype=torch.bool)
     holes[0, ..., 2] = False
     assert kl.get(holes, 2, 7) is None  # not a prefix

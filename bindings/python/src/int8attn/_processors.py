@@ -85,8 +85,10 @@ class _KeyLengths:
     float32), the same for every head, whose kept keys are a non-empty prefix of
     every row (HunyuanVideo's joint attention, the text padding last; PixArt's and Sana's
     cross-attention to padded T5 tokens). Checking that costs one host synchronisation, so the
-    last mask's answer is kept (a transformer passes every layer the same mask tensor; its
-    version counter and a weak reference catch changes and reuse of its memory)."""
+    last mask's answer is kept (a transformer passes every layer the same mask tensor, or a
+    processor makes the same view of it in every call, as Z-Image's ``mask[:, None, None, :]``:
+    the view's base is what is kept; its version counter and a weak reference catch changes and
+    reuse of its memory)."""
 
     DROP = -1.0e3  # a float mask's entries at or below this drop their key
 
@@ -115,7 +117,9 @@ class _KeyLengths:
             return None
         key = (mask.data_ptr(), mask._version, tuple(mask.shape), mask.stride(), mask.dtype,
                mask.device, batch)
-        if self.key == key and self.mask() is mask:
+        # a view made anew in every call is the same elements of the same (kept) base
+        anchor = mask if mask._base is None else mask._base
+        if self.key == key and self.mask() is anchor:
             return self.lengths
         rows = mask[:, 0, :] if mask.dim() == 3 else mask[:, 0, 0, :]
         if mask.dtype == torch.bool:
@@ -130,7 +134,7 @@ class _KeyLengths:
             ok = ok & (mask == mask[:, :1]).all()
         if valid is not None:
             ok = ok & valid
-        self.key, self.mask = key, weakref.ref(mask)
+        self.key, self.mask = key, weakref.ref(anchor)
         self.lengths = lengths.expand(batch).contiguous() if bool(ok) else None  # the one sync
         return self.lengths
 
