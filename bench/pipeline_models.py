@@ -288,6 +288,17 @@ FULL: Dict[str, ModelSpec] = {
                   "30 single-stream blocks over 4096+128 = 4224 tokens; RMS-normalized Q and "
                   "K, complex rotary embedding, 30 heads x 128",
         depth=("n_layers",)),
+    "zimage_cfg": ModelSpec(
+        name="zimage_cfg", cls="ZImageTransformer2DModel", config=_Z_IMAGE_TURBO,
+        dtype="bfloat16", family="zimage",
+        inputs=dict(batch=2, latent=(128, 128), channels=16, text_tokens=(128, 32),
+                    text_dim=2560),
+        description="Z-Image (the Turbo architecture) 1024x1024 with CFG: batch 2 of 128 and 32 "
+                    "caption tokens, so the shorter row's padding is masked in every attention",
+        source="Tongyi-MAI/Z-Image-Turbo transformer/config.json",
+        attention="2 + 2 refiner blocks, then 30 single-stream blocks over 4096+128 tokens "
+                  "(4096+32 valid in the second row, a key-padding mask), 30 heads x 128",
+        depth=("n_layers",)),
     "wan": ModelSpec(
         name="wan", cls="WanTransformer3DModel", config=_WAN21_13B, dtype="bfloat16",
         family="wan",
@@ -408,6 +419,11 @@ TINY: Dict[str, ModelSpec] = {
         n_refiner_layers=1, n_heads=2, n_kv_heads=2, qk_norm=True, cap_feat_dim=32,
         axes_dims=(8, 12, 12), axes_lens=(64, 32, 32)),
         dict(batch=1, latent=(8, 8), channels=4, text_tokens=32, text_dim=32)),
+    "zimage_cfg": _tiny(FULL["zimage_cfg"], dict(
+        all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=64, n_layers=2,
+        n_refiner_layers=1, n_heads=2, n_kv_heads=2, qk_norm=True, cap_feat_dim=32,
+        axes_dims=(8, 12, 12), axes_lens=(128, 32, 32)),
+        dict(batch=2, latent=(8, 8), channels=4, text_tokens=(40, 16), text_dim=32)),
     "wan": _tiny(FULL["wan"], dict(
         patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
         out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
@@ -456,7 +472,10 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
         # drawn on the CPU so every device sees the same numbers
         return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
 
-    text = randn(b, s["text_tokens"], s["text_dim"])
+    # a tuple of text lengths: one per batch row (a list of [L, dim] tensors, Z-Image)
+    lengths = s["text_tokens"]
+    text = ([randn(n, s["text_dim"]) for n in lengths] if isinstance(lengths, tuple)
+            else randn(b, lengths, s["text_dim"]))
     if spec.family == "unet":
         h, w = s["latent"]
         kw: Dict[str, Any] = dict(sample=randn(b, s["channels"], h, w),
