@@ -218,6 +218,22 @@ def _flux(name: str, px: int) -> ModelSpec:
         depth=("num_layers", "num_single_layers"))
 
 
+def _wan(name: str, config: Dict[str, Any], size: str, px: Tuple[int, int],
+         latent: Tuple[int, int]) -> ModelSpec:
+    tokens = 21 * (latent[0] // 2) * (latent[1] // 2)  # 81 frames: 21 latent frames, 2x2 patches
+    heads, blocks = config["num_attention_heads"], config["num_layers"]
+    return ModelSpec(
+        name=name, cls="WanTransformer3DModel", config=config, dtype="bfloat16", family="wan",
+        inputs=dict(batch=2, channels=16, frames=21, latent=latent, text_tokens=512,
+                    text_dim=4096),
+        description=f"Wan2.1-T2V-{size}, {px[0]}x{px[1]} 81 frames (latent "
+                    f"21x{latent[0]}x{latent[1]} -> {tokens} tokens), CFG batch 2, 512 text tokens",
+        source=f"Wan-AI/Wan2.1-T2V-{size}-Diffusers transformer/config.json",
+        attention=f"{blocks} blocks: self-attention over {tokens} tokens + cross-attention to "
+                  f"512 tokens, {heads} heads x 128",
+        depth=("num_layers",))
+
+
 def _qwen_image(name: str, px: int) -> ModelSpec:
     side = px // 16  # VAE /8, then 2x2 patches
     n_img = side * side
@@ -299,28 +315,8 @@ FULL: Dict[str, ModelSpec] = {
         attention="2 + 2 refiner blocks, then 30 single-stream blocks over 4096+128 tokens "
                   "(4096+32 valid in the second row, a key-padding mask), 30 heads x 128",
         depth=("n_layers",)),
-    "wan": ModelSpec(
-        name="wan", cls="WanTransformer3DModel", config=_WAN21_13B, dtype="bfloat16",
-        family="wan",
-        inputs=dict(batch=2, channels=16, frames=21, latent=(60, 104), text_tokens=512,
-                    text_dim=4096),
-        description="Wan2.1-T2V-1.3B, 832x480 81 frames (latent 21x60x104 -> 32760 tokens), "
-                    "CFG batch 2, 512 text tokens",
-        source="Wan-AI/Wan2.1-T2V-1.3B-Diffusers transformer/config.json",
-        attention="30 blocks: self-attention over 32760 tokens + cross-attention to 512 tokens, "
-                  "12 heads x 128",
-        depth=("num_layers",)),
-    "wan14b": ModelSpec(
-        name="wan14b", cls="WanTransformer3DModel", config=_WAN21_14B, dtype="bfloat16",
-        family="wan",
-        inputs=dict(batch=2, channels=16, frames=21, latent=(90, 160), text_tokens=512,
-                    text_dim=4096),
-        description="Wan2.1-T2V-14B, 1280x720 81 frames (latent 21x90x160 -> 75600 tokens), "
-                    "CFG batch 2, 512 text tokens",
-        source="Wan-AI/Wan2.1-T2V-14B-Diffusers transformer/config.json",
-        attention="40 blocks: self-attention over 75600 tokens + cross-attention to 512 "
-                  "tokens, 40 heads x 128",
-        depth=("num_layers",)),
+    "wan": _wan("wan", _WAN21_13B, "1.3B", (832, 480), (60, 104)),
+    "wan14b": _wan("wan14b", _WAN21_14B, "14B", (1280, 720), (90, 160)),
     "hunyuan": ModelSpec(
         name="hunyuan", cls="HunyuanVideoTransformer3DModel", config=_HUNYUAN_VIDEO,
         dtype="bfloat16", family="hunyuan",
@@ -366,6 +362,13 @@ def _tiny(spec: ModelSpec, config: Dict[str, Any], inputs: Dict[str, Any]) -> Mo
                                source="tiny variant of " + spec.source,
                                attention="a few dozen tokens, head dim 16-32")
 
+
+# Z-Image's tiny config for both inputs (the caption positions of zimage_cfg's 40 + 64 padded
+# image tokens stay within the first axis' 128 rotary entries).
+_TINY_Z_IMAGE = dict(
+    all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=64, n_layers=2,
+    n_refiner_layers=1, n_heads=2, n_kv_heads=2, qk_norm=True, cap_feat_dim=32,
+    axes_dims=(8, 12, 12), axes_lens=(128, 32, 32))
 
 TINY: Dict[str, ModelSpec] = {
     "sd15": _tiny(FULL["sd15"], dict(
@@ -414,26 +417,17 @@ TINY: Dict[str, ModelSpec] = {
         num_attention_heads=2, joint_attention_dim=32, axes_dims_rope=(4, 6, 6)),
         dict(batch=1, side=side, channels=16, text_tokens=8, text_dim=32))
        for name, side in (("qwenimage", 8), ("qwenimage1328", 10))},
-    "zimage": _tiny(FULL["zimage"], dict(
-        all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=64, n_layers=2,
-        n_refiner_layers=1, n_heads=2, n_kv_heads=2, qk_norm=True, cap_feat_dim=32,
-        axes_dims=(8, 12, 12), axes_lens=(64, 32, 32)),
-        dict(batch=1, latent=(8, 8), channels=4, text_tokens=32, text_dim=32)),
-    "zimage_cfg": _tiny(FULL["zimage_cfg"], dict(
-        all_patch_size=(2,), all_f_patch_size=(1,), in_channels=4, dim=64, n_layers=2,
-        n_refiner_layers=1, n_heads=2, n_kv_heads=2, qk_norm=True, cap_feat_dim=32,
-        axes_dims=(8, 12, 12), axes_lens=(128, 32, 32)),
-        dict(batch=2, latent=(8, 8), channels=4, text_tokens=(40, 16), text_dim=32)),
-    "wan": _tiny(FULL["wan"], dict(
+    "zimage": _tiny(FULL["zimage"], _TINY_Z_IMAGE,
+                    dict(batch=1, latent=(8, 8), channels=4, text_tokens=32, text_dim=32)),
+    "zimage_cfg": _tiny(FULL["zimage_cfg"], _TINY_Z_IMAGE,
+                        dict(batch=2, latent=(8, 8), channels=4, text_tokens=(40, 16),
+                             text_dim=32)),
+    **{name: _tiny(FULL[name], dict(
         patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
         out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
         cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64),
-        dict(batch=2, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_dim=32)),
-    "wan14b": _tiny(FULL["wan14b"], dict(
-        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=16, in_channels=4,
-        out_channels=4, text_dim=32, freq_dim=16, ffn_dim=64, num_layers=2,
-        cross_attn_norm=True, qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=64),
-        dict(batch=2, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_dim=32)),
+        dict(batch=2, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_dim=32))
+       for name in ("wan", "wan14b")},
     "hunyuan": _tiny(FULL["hunyuan"], dict(
         in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
         num_layers=1, num_single_layers=1, num_refiner_layers=1, patch_size=2, patch_size_t=1,

@@ -51,9 +51,10 @@ _ARITHMETIC_NAMES = {L.ROTARY_ROUNDED: "rounded", L.ROTARY_COMPLEX_FMA: "complex
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, nhd: bool,
-            arithmetic: int = L.ROTARY_ROUNDED) -> torch.Tensor:
-    """int8attn.rotary into a new tensor like ``x``, by the per-call fast path where it applies."""
-    out = torch.empty_like(x)
+            arithmetic: int = L.ROTARY_ROUNDED, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """int8attn.rotary into ``out`` (a new tensor like ``x`` when None), by the per-call fast
+    path where it applies."""
+    out = torch.empty_like(x) if out is None else out
     if _fastpath.rotary(x, cos, sin, out, nhd, arithmetic):
         return out
     return _api.rotary(x, cos, sin, layout="NHD" if nhd else "HND", out=out,
@@ -326,7 +327,8 @@ FLAT_ROTARY_FUNCTIONS = (
 def lean_flat_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
     """A drop-in for LTX-Video's ``apply_rotary_emb(x, (cos, sin))`` and LTX-2's
     ``apply_interleaved_rotary_emb`` (``original``): x [B, S, C] with the heads flattened into
-    C, float32 tables [B, S, C], diffusers' interleaved real-table formula. :func:`int8attn.rotary` rotates each batch row with its own tables (x
+    C, float32 tables [B, S, C], diffusers' interleaved real-table formula.
+    :func:`int8attn.rotary` rotates each batch row with its own tables (x
     described as [1, S, 1, C]), in eager mode; its first call also runs ``original`` and keeps
     the int8attn path only if every output bit agrees."""
     state = {"checked": False, "ok": True}
@@ -339,9 +341,7 @@ def lean_flat_rotary(original: Callable[..., Any]) -> Callable[..., Any]:
         out = torch.empty_like(x)
         for b in range(x.shape[0]):
             t = b if cos.shape[0] > 1 else 0
-            row = out[b:b + 1].unsqueeze(2)
-            if not _fastpath.rotary(x[b:b + 1].unsqueeze(2), cos[t], sin[t], row, True):
-                _api.rotary(x[b:b + 1].unsqueeze(2), cos[t], sin[t], layout="NHD", out=row)
+            _rotate(x[b:b + 1].unsqueeze(2), cos[t], sin[t], True, out=out[b:b + 1].unsqueeze(2))
         return _first_call_checked(state, out, lambda: original(x, freqs))
 
     apply_rotary_emb.__int8attn_lean__ = True  # type: ignore[attr-defined]
