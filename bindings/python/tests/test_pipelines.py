@@ -137,12 +137,12 @@ def test_sageattn_routes_to_sdpa_where_the_table_says(monkeypatch, layout, hkv):
         ref = ref.transpose(1, 2)
     asked = []
     monkeypatch.setattr(_sage, "_prefers_sdpa", lambda *a: asked.append(a) or True)
-    monkeypatch.setattr(_sage, "stats", {"int8attn": 0, "sdpa_routed": 0})
+    monkeypatch.setattr(_sage, "stats", {"int8attn": 0, "sdpa_routed": 0, "sdpa_masked": 0})
     monkeypatch.setattr(int8attn.sageattn, "stats", _sage.stats)
     o = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=True, sm_scale=0.2)
     assert torch.allclose(o, ref, atol=1e-6) and o.is_contiguous() and o.shape == q.shape
     assert asked == [(q, k, layout, True, "fast")]
-    assert int8attn.sageattn.stats == {"int8attn": 0, "sdpa_routed": 1}
+    assert int8attn.sageattn.stats == {"int8attn": 0, "sdpa_routed": 1, "sdpa_masked": 0}
     qh = q.half()
     kh, vh = k.half(), v.half()
     a = int8attn.sageattn(qh, kh, vh, tensor_layout=layout, route="always")
@@ -150,9 +150,62 @@ def test_sageattn_routes_to_sdpa_where_the_table_says(monkeypatch, layout, hkv):
                                              k_granularity="block"))
     o2, _ = int8attn.sageattn(qh, kh, vh, tensor_layout=layout, return_lse=True)
     assert torch.equal(o2, a)
-    assert int8attn.sageattn.stats == {"int8attn": 2, "sdpa_routed": 1}
+    assert int8attn.sageattn.stats == {"int8attn": 2, "sdpa_routed": 1, "sdpa_masked": 0}
     with pytest.raises(ValueError, match="route"):
         int8attn.sageattn(qh, kh, vh, route="never")
+
+
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_sageattn_key_padding_mask_is_computed(monkeypatch, layout, kind):
+    """ComfyUI's call, ``sageattn(q, k, v, attn_mask=mask, is_causal=False, tensor_layout=...)``:
+    a key-padding mask (SageAttention would ignore it) runs int8attn with the valid key lengths;
+    any other mask runs SDPA with it; no mask is the plain call."""
+    from int8attn import _sage
+
+    monkeypatch.setattr(_sage, "stats", {"int8attn": 0, "sdpa_routed": 0, "sdpa_masked": 0})
+    q, k, v = (randn(2, 2, 160, 64, seed=s, dtype=torch.float16) for s in range(3))
+    if layout == "NHD":
+        q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+    lengths = torch.tensor([150, 100], dtype=torch.int32)
+    keep = torch.arange(160)[None, :] < lengths[:, None]  # [B, Nk]
+    mask = keep if kind == "bool" else torch.zeros(2, 160).masked_fill(~keep, -float("inf"))
+    mask = mask[:, None, None, :].to(torch.float16 if kind == "float" else torch.bool)
+    o = int8attn.sageattn(q, k, v, attn_mask=mask, is_causal=False, tensor_layout=layout)
+    ref = int8attn.attention(q, k, v, mode="fast", layout=layout, k_granularity="block",
+                             k_lengths=lengths)
+    assert torch.equal(o, ref)
+    assert not torch.equal(o, int8attn.sageattn(q, k, v, tensor_layout=layout))
+    assert torch.equal(int8attn.sageattn(q, k, v, attn_mask=None, dropout_p=0.0,
+                                         tensor_layout=layout),
+                       int8attn.sageattn(q, k, v, tensor_layout=layout))
+    # not a key-padding mask (a hole in the first row): SDPA with the mask, laid out like q
+    holed = mask.clone()
+    holed[0, 0, 0, 3] = False if kind == "bool" else -float("inf")
+    o = int8attn.sageattn(q.float(), k.float(), v.float(), attn_mask=holed.float()
+                          if kind == "float" else holed, tensor_layout=layout)
+    qh, kh, vh = ((x.float().transpose(1, 2) if layout == "NHD" else x.float())
+                  for x in (q, k, v))
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        qh, kh, vh, attn_mask=holed.float() if kind == "float" else holed)
+    ref = ref.transpose(1, 2) if layout == "NHD" else ref
+    assert torch.allclose(o, ref, atol=1e-6) and o.shape == q.shape
+    assert _sage.stats == {"int8attn": 4, "sdpa_routed": 0, "sdpa_masked": 1}
+    with pytest.raises(ValueError, match="return_lse"):
+        int8attn.sageattn(q, k, v, attn_mask=holed, tensor_layout=layout, return_lse=True)
+
+
+def test_sageattn_rejects_masks_it_cannot_compute():
+    q = randn(1, 1, 16, 64, dtype=torch.float16)
+    mask = torch.ones(1, 1, 1, 16, dtype=torch.bool)
+    with pytest.raises(ValueError, match="dropout_p"):
+        int8attn.sageattn(q, q, q, dropout_p=0.1)
+    with pytest.raises(ValueError, match="attn_mask.*is_causal"):
+        int8attn.sageattn(q, q, q, attn_mask=mask, is_causal=True)
+    with pytest.raises(TypeError, match="attn_mask"):
+        int8attn.sageattn(q, q, q, attn_mask=mask.numpy())
+    with pytest.raises(TypeError, match="attn_mask"):
+        int8attn.sageattn(q.numpy(), q.numpy(), q.numpy(), attn_mask=mask)
 
 
 def test_sageattn_routing_decision():

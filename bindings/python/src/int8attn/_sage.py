@@ -2,8 +2,10 @@
 
 ComfyUI, diffusers forks and video pipelines patch attention with ``from sageattention import
 sageattn``; ``from int8attn import sageattn`` is the one-line change. The arguments are
-SageAttention's; its kernel-selection keywords are accepted and ignored (int8attn chooses its
-kernels), any other keyword is an error, so a typo is not silently dropped.
+SageAttention's, with the ``attn_mask`` and ``dropout_p`` keywords such patches pass
+(ComfyUI's ``attention_sage`` passes ``attn_mask=mask`` in every call); its kernel-selection
+keywords are accepted and ignored (int8attn chooses its kernels), any other keyword is an error,
+so a typo is not silently dropped.
 
 Such patches send every attention call of a model through ``sageattn``, including the shapes
 int8attn is measured slower on than PyTorch's SDPA (77-key text cross-attention, 1K-token
@@ -24,7 +26,8 @@ SAGE_TUNING_KWARGS = frozenset({"qk_quant_gran", "pv_accum_dtype", "smooth_v"})
 
 def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool = False,
              sm_scale: Optional[float] = None, return_lse: bool = False, *,
-             smooth_k: bool = True, mode: ModeLike = "fast", k_granularity: str = "block",
+             attn_mask: Any = None, dropout_p: float = 0.0, smooth_k: bool = True,
+             mode: ModeLike = "fast", k_granularity: str = "block",
              route: str = "auto", **kwargs: Any) -> Any:
     """Attention with SageAttention's signature, computed by :func:`int8attn.attention`.
 
@@ -38,6 +41,14 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         sm_scale: Softmax scale; None = 1/sqrt(D).
         return_lse: Also return the float32 [B, Hq, Nq] log-sum-exp of the scaled scores
             (natural log).
+        attn_mask: Optional mask with SDPA's meaning, [B|1, Hq|1, Nq|1, Nk] (bool: True keeps a
+            key; float: added to the scaled scores), torch tensors only. SageAttention ignores
+            it; int8attn computes it. A key-padding mask (one row for every query and head, its
+            kept keys a prefix of each batch row, float entries 0 or at most −1000) runs
+            int8attn with valid key lengths (checking it costs one host synchronisation per
+            new mask tensor); any other mask runs SDPA with the mask (``stats["sdpa_masked"]``).
+            Not with ``is_causal`` (as SDPA).
+        dropout_p: Must be 0 (inference only).
         smooth_k: Subtract K's per-channel mean before quantizing (exact; SageAttention's
             default too).
         mode: int8attn's precision mode; "fast" (INT8 Q·Kᵀ, FP8 P·V) is SageAttention's own
@@ -55,8 +66,11 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         The output like ``q``, or ``(out, lse)`` with ``return_lse``.
 
     Raises:
-        TypeError: an argument SageAttention does not have.
-        ValueError: ``tensor_layout`` or ``route`` not one of the values above.
+        TypeError: an argument SageAttention does not have; an ``attn_mask`` that is not a
+            torch tensor, or with inputs that are not.
+        ValueError: ``tensor_layout`` or ``route`` not one of the values above; a nonzero
+            ``dropout_p``; ``attn_mask`` with ``is_causal``, or a mask other than a key-padding
+            one with ``return_lse`` (SDPA, which computes it, returns no LSE).
     """
     unknown = set(kwargs) - SAGE_TUNING_KWARGS
     if unknown:
@@ -66,35 +80,66 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         raise ValueError(f"tensor_layout: expected 'HND' or 'NHD', got {tensor_layout!r}")
     if route not in _ROUTES:
         raise ValueError(f"route: expected one of {_ROUTES}, got {route!r}")
+    if dropout_p:
+        raise ValueError(f"dropout_p: int8attn has no dropout (inference only), got {dropout_p!r}")
+    k_lengths = None
+    if attn_mask is not None:
+        k_lengths = _mask_lengths(q, k, attn_mask, layout, is_causal)
+        if k_lengths is None:
+            if return_lse:
+                raise ValueError("attn_mask: with return_lse only a key-padding mask is "
+                                 "supported (other masks run SDPA, which returns no LSE)")
+            stats["sdpa_masked"] += 1
+            return _sdpa(q, k, v, layout, is_causal, sm_scale, attn_mask)
     if route == "auto" and not return_lse and _prefers_sdpa(q, k, layout, is_causal, mode):
         stats["sdpa_routed"] += 1
-        return _sdpa(q, k, v, layout, is_causal, sm_scale)
+        return _sdpa(q, k, v, layout, is_causal, sm_scale, attn_mask)
     stats["int8attn"] += 1
     return attention(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale, layout=layout,
-                     return_lse=return_lse, smooth_k=smooth_k, k_granularity=k_granularity)
+                     return_lse=return_lse, smooth_k=smooth_k, k_granularity=k_granularity,
+                     k_lengths=k_lengths)
 
 
 _ROUTES = ("auto", "always")
 
-#: Where ``sageattn``'s calls went: ``int8attn`` and ``sdpa_routed`` (the routing table, or an
-#: EXACT call, sent it to SDPA). Reset in place: ``sageattn.stats.update(int8attn=0,
-#: sdpa_routed=0)``.
-stats: Dict[str, int] = {"int8attn": 0, "sdpa_routed": 0}
+#: Where ``sageattn``'s calls went: ``int8attn``, ``sdpa_routed`` (the routing table, or an
+#: EXACT call, sent it to SDPA) and ``sdpa_masked`` (a mask other than a key-padding one). Reset
+#: in place: ``sageattn.stats.update(int8attn=0, sdpa_routed=0, sdpa_masked=0)``.
+stats: Dict[str, int] = {"int8attn": 0, "sdpa_routed": 0, "sdpa_masked": 0}
 sageattn.stats = stats  # type: ignore[attr-defined]
 
 
-# The processors' routing and the unpatched SDPA, bound on the first CUDA call (torch is there
-# then; importing inside every call would cost microseconds of host time).
-_torch_parts: Optional[Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any]]] = None
+# The processors' routing, the unpatched SDPA and a key-padding mask reader, bound on the first
+# CUDA or masked call (torch is there then; importing inside every call would cost microseconds
+# of host time).
+_torch_parts: Optional[Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any],
+                             Any]] = None
 
 
-def _routing_parts() -> Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any]]:
+def _routing_parts() -> Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any], Any]:
     global _torch_parts
     if _torch_parts is None:
         from . import _processors
 
-        _torch_parts = (_processors._call_shape, _processors._route, _processors._ORIGINAL_SDPA)
+        _torch_parts = (_processors._call_shape, _processors._route, _processors._ORIGINAL_SDPA,
+                        _processors._KeyLengths())
     return _torch_parts
+
+
+def _mask_lengths(q: Any, k: Any, mask: Any, layout: str, causal: bool) -> Any:
+    """The int32 [B] valid key lengths ``mask`` amounts to, or None where it is not a
+    key-padding mask (the processors' reading, :class:`int8attn._processors._KeyLengths`: the
+    last mask's answer is kept, so a model passing every layer the same mask synchronises once)."""
+    torch_module = type(q).__module__.split(".")[0]
+    if type(mask).__module__.split(".")[0] != "torch" or torch_module != "torch":
+        raise TypeError("attn_mask: expected a torch tensor, with torch q, k and v; got "
+                        f"{type(mask).__name__} (q: {type(q).__name__})")
+    if causal:
+        raise ValueError("attn_mask: not with is_causal=True (as torch's SDPA); fold the causal "
+                         "mask into attn_mask")
+    key_lengths = _routing_parts()[3]
+    keys = k.shape[1] if layout == "NHD" else k.shape[2]
+    return key_lengths.get(mask, q.shape[0], keys, floats=True)
 
 
 def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> bool:
@@ -102,18 +147,19 @@ def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> 
     rule (:func:`int8attn._processors._route`) on the same call shape."""
     if not getattr(q, "is_cuda", False) or type(q).__module__.split(".")[0] != "torch":
         return False
-    call_shape, route, _ = _routing_parts()
+    call_shape, route = _routing_parts()[:2]
     device, head_dim, nq, nk, batch_heads = call_shape(q, k, layout)
     if causal and nq != nk:
         return False
     return route("auto", device, int(parse_mode(mode)), head_dim, nq, nk, batch_heads)
 
 
-def _sdpa(q: Any, k: Any, v: Any, layout: str, causal: bool, sm_scale: Optional[float]) -> Any:
+def _sdpa(q: Any, k: Any, v: Any, layout: str, causal: bool, sm_scale: Optional[float],
+          mask: Any = None) -> Any:
     """SDPA on the call, its output laid out like ``q`` (int8attn's own output is)."""
     sdpa = _routing_parts()[2]
     if layout == "NHD":
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
     gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
-    o = sdpa(q, k, v, is_causal=causal, scale=sm_scale, **gqa)
+    o = sdpa(q, k, v, attn_mask=mask, is_causal=causal, scale=sm_scale, **gqa)
     return o.transpose(1, 2).contiguous() if layout == "NHD" else o
