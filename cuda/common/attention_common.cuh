@@ -295,41 +295,44 @@ struct NoOtherCopies {
   __device__ void operator()() const {}
 };
 
-// Stage the warp's 16 query rows (packed rows packed_row0.., shared rows r_local0..) in sQ as
-// INT8 with per-row scales: the same maths as stage_q_warp_rows. kOtherCopies: other_copies()
-// starts and commits exactly one more cp.async group once Q's copies are on their way (a key
-// tile to fly during the quantization); the wait then leaves that group in flight.
-template <int DPAD, typename QTile, bool kOtherCopies = false, typename F = NoOtherCopies>
-__device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, int b, int hkv,
-                                                    int L, int64_t kv_head, int packed_row0,
-                                                    int r_local0, uint8_t* sQ, float* sQScale,
-                                                    float* sLseShift, int lane, uint8_t* staging,
-                                                    F&& other_copies = F{}) {
+// Which of the warp's passes over its 16 query rows (packed rows packed_row0..) hold a valid row
+// (bit ps, warp-uniform). With kCopy, also the raw rows' copies into the staging area, zero-filled
+// outside Q, every copy in flight at once (one cp.async group, not committed). Unrolled: the
+// passes' address chains overlap.
+template <int DPAD, bool kCopy>
+__device__ __forceinline__ uint32_t staged_q_passes(const AttnKernelParams& p, int b, int hkv,
+                                                    int L, int packed_row0, int lane,
+                                                    uint8_t* staging) {
   using QC = QChunks<DPAD>;
   const int chunk = lane % QC::kLanes, c0 = chunk * 8;
-  const bool live_chunk = c0 < p.D;
-  const uint16_t* q16 = static_cast<const uint16_t*>(p.q);
-  // The channel constants' loads first: their latency (~1 us at the CTA's start) passes under
-  // the copies' issue.
-  float kmu[8], q_factor[8];
-  load_q_chunk_constants<DPAD>(p, kv_head, c0, kmu, q_factor);
-  // Raw rows into the staging area, zero-filled outside Q: every copy in flight at once.
-  // Unrolled: the passes' address chains overlap. Passes without a valid row (decode: 4 of 16
-  // rows live) are marked and later only zeroed, not quantized.
   uint32_t live_passes = 0;
 #pragma unroll
   for (int ps = 0; ps < QC::kPasses; ++ps) {
     const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
     const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
-    const bool ok = ri.valid && live_chunk;
     if (__any_sync(0xffffffffu, ri.valid)) live_passes |= 1u << ps;
-    const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2] + c0;
-    dev::cp_async_16(staging + (row * QC::kLanes + chunk) * 16, q16 + (ok ? off : 0), ok);
+    if constexpr (kCopy) {
+      const bool ok = ri.valid && c0 < p.D;
+      const int64_t off = b * p.q_stride[0] + ri.h * p.q_stride[1] + ri.i * p.q_stride[2] + c0;
+      dev::cp_async_16(staging + (row * QC::kLanes + chunk) * 16,
+                       static_cast<const uint16_t*>(p.q) + (ok ? off : 0), ok);
+    }
   }
-  dev::cp_async_commit();
-  if constexpr (kOtherCopies) other_copies();
-  finish_q_chunk_constants(p, c0, kmu, q_factor);
-  dev::cp_async_wait<kOtherCopies ? 1 : 0>();  // each lane reads back only its own copies
+  return live_passes;
+}
+
+// The warp's 16 staged raw rows (kLanes 16-byte chunks a row, zeros outside Q) into sQ as INT8
+// with per-row scales: the same maths as stage_q_warp_rows. Passes without a valid row
+// (decode: 4 of 16 rows live) are only zeroed, not quantized. Each lane reads its own chunks.
+template <int DPAD, typename QTile>
+__device__ __forceinline__ void quantize_staged_q_rows(const AttnKernelParams& p,
+                                                       uint32_t live_passes, const float (&kmu)[8],
+                                                       const float (&q_factor)[8], int r_local0,
+                                                       uint8_t* sQ, float* sQScale,
+                                                       float* sLseShift, int lane,
+                                                       const uint8_t* staging) {
+  using QC = QChunks<DPAD>;
+  const int chunk = lane % QC::kLanes, c0 = chunk * 8;
 #pragma unroll 1
   for (int ps = 0; ps < QC::kPasses; ++ps) {
     const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
@@ -343,6 +346,31 @@ __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, i
     quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, q_factor, r_local0 + row, c0, sQ,
                                               sQScale, sLseShift);  // zeros outside Q
   }
+}
+
+// Stage the warp's 16 query rows (packed rows packed_row0.., shared rows r_local0..) in sQ as
+// INT8 with per-row scales, through cp.async copies into the staging area. kOtherCopies:
+// other_copies() starts and commits exactly one more cp.async group once Q's copies are on their
+// way (a key tile to fly during the quantization); the wait then leaves that group in flight.
+template <int DPAD, typename QTile, bool kOtherCopies = false, typename F = NoOtherCopies>
+__device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, int b, int hkv,
+                                                    int L, int64_t kv_head, int packed_row0,
+                                                    int r_local0, uint8_t* sQ, float* sQScale,
+                                                    float* sLseShift, int lane, uint8_t* staging,
+                                                    F&& other_copies = F{}) {
+  const int c0 = (lane % QChunks<DPAD>::kLanes) * 8;
+  // The channel constants' loads first: their latency (~1 us at the CTA's start) passes under
+  // the copies' issue.
+  float kmu[8], q_factor[8];
+  load_q_chunk_constants<DPAD>(p, kv_head, c0, kmu, q_factor);
+  const uint32_t live_passes =
+      staged_q_passes<DPAD, true>(p, b, hkv, L, packed_row0, lane, staging);
+  dev::cp_async_commit();
+  if constexpr (kOtherCopies) other_copies();
+  finish_q_chunk_constants(p, c0, kmu, q_factor);
+  dev::cp_async_wait<kOtherCopies ? 1 : 0>();  // each lane reads back only its own copies
+  quantize_staged_q_rows<DPAD, QTile>(p, live_passes, kmu, q_factor, r_local0, sQ, sQScale,
+                                      sLseShift, lane, staging);
 }
 
 // Write the warp's 16 rows of O (acc in the m16n8 / wgmma accumulator layout, l_run reduced

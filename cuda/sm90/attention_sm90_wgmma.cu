@@ -37,18 +37,43 @@ EncodeTiledFn encode_tiled() {
   return fn;
 }
 
-// A 3-D tensor map: dims innermost first, byte strides of dims 1 and 2; reads past a dim's end
-// are zero-filled (the last key tile of a head never reads the next head's keys).
-cudaError_t map_3d(CUtensorMap* map, CUtensorMapDataType type, const void* base,
-                   const cuuint64_t (&dims)[3], const cuuint64_t (&strides)[2],
-                   const cuuint32_t (&box)[3], CUtensorMapSwizzle swizzle) {
+// A tensor map of rank R: dims innermost first, byte strides of dims 1..R-1; reads past a
+// dim's end are zero-filled (the last key tile of a head never reads the next head's keys).
+template <int R>
+cudaError_t map_nd(CUtensorMap* map, CUtensorMapDataType type, const void* base,
+                   const cuuint64_t (&dims)[R], const cuuint64_t (&strides)[R - 1],
+                   const cuuint32_t (&box)[R], CUtensorMapSwizzle swizzle) {
   const EncodeTiledFn encode = encode_tiled();
   if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  const CUresult r = encode(map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
+  cuuint32_t elem_strides[R];
+  for (int i = 0; i < R; ++i) elem_strides[i] = 1;
+  const CUresult r = encode(map, type, R, const_cast<void*>(base), dims, strides, box, elem_strides,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// The caller's Q [B][Hq][Nq][D] for the Q prologue's tensor copies (wgmma_q_prologue.cuh): one
+// box is a consumer warp's 16 rows, kLanes 8-channel chunks wide (zeros past D). Only where a
+// warp's 16 packed rows lie in one q-head (no GQA, or Nq a multiple of 16) and the layout is one
+// TMA takes (16-byte rows, positive strides that are multiples of 16 bytes); false otherwise,
+// and the lanes copy Q themselves.
+template <int DPAD>
+bool map_q_rows(const AttnKernelParams& a, CUtensorMap* map) {
+  if (!a.q_vec || (a.G != 1 && a.Nq % 16 != 0) || a.D % 8 != 0) return false;
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(a.D), static_cast<cuuint64_t>(a.Nq),
+                              static_cast<cuuint64_t>(a.Hq), static_cast<cuuint64_t>(a.B)};
+  cuuint64_t strides[3];
+  cuuint64_t natural = dims[0] * 2;  // a dim of extent 1 gets the packed stride (never used)
+  for (int i = 0; i < 3; ++i) {
+    const int64_t st = a.q_stride[2 - i] * 2;
+    if (dims[i + 1] > 1 && st <= 0) return false;
+    strides[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(st) : natural;
+    natural = strides[i] * dims[i + 1];
+  }
+  constexpr cuuint32_t kWidth = QChunks<DPAD>::kLanes * 8;
+  return map_nd<4>(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, a.q, dims, strides, {kWidth, 16, 1, 1},
+                   CU_TENSOR_MAP_SWIZZLE_NONE) == cudaSuccess;
 }
 
 template <int DPAD, Mode MODE>
@@ -67,20 +92,22 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   const cuuint64_t nk = static_cast<cuuint64_t>(a.nk_pad);
   // K tiles are loaded one column slab (T::KTile::kSpan bytes of every key) per TMA copy.
   constexpr int kSpan = T::KTile::kSpan;
-  cudaError_t err = map_3d(&P.k_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.k, {DPAD, nk, heads},
-                           {DPAD, nk * DPAD}, {kSpan, kSm90BlockN, 1},
-                           kSpan == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                           : kSpan == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                         : CU_TENSOR_MAP_SWIZZLE_32B);
+  cudaError_t err = map_nd<3>(&P.k_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.k, {DPAD, nk, heads},
+                              {DPAD, nk * DPAD}, {kSpan, kSm90BlockN, 1},
+                              kSpan == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                              : kSpan == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                            : CU_TENSOR_MAP_SWIZZLE_32B);
   if (err != cudaSuccess) return err;
   if constexpr (MODE == Mode::kFast)
-    err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads}, {nk, nk * DPAD},
-                 {kSm90BlockN, DPAD, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
+    err = map_nd<3>(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads},
+                    {nk, nk * DPAD}, {kSm90BlockN, DPAD, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
   else  // one channel block (T::VTile::kSpan bytes of every key) per TMA copy
-    err = map_3d(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
-                 {DPAD * 2, nk * DPAD * 2}, {T::VTile::kSpan / 2, kSm90BlockN, 1},
-                 T::VTile::kSpan == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+    err =
+        map_nd<3>(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
+                  {DPAD * 2, nk * DPAD * 2}, {T::VTile::kSpan / 2, kSm90BlockN, 1},
+                  T::VTile::kSpan == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   if (err != cudaSuccess) return err;
+  if constexpr (T::kQTma) P.q_tma = map_q_rows<DPAD>(a, &P.q_map) ? 1 : 0;
 
   const auto kernel = kernel_of(a.k_per_block != 0);
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);

@@ -6,6 +6,7 @@
 //   wgmma_mainloop.cuh  the consumers' pipelined Q·Kᵀ / P·V loop;
 //   wgmma_softmax.cuh   the online softmax of a tile;
 //   wgmma_exp_turns.cuh the consumers' turns at the exponentials;
+//   wgmma_q_prologue.cuh Q's raw rows by TMA into the consumer warps' staging areas;
 //   attention_common.cuh (shared with the warp-MMA kernel) the tile scheduler (cta_work), row
 //     visibility, the Q prologue and the output epilogue.
 //
@@ -14,8 +15,9 @@
 // one M dimension):
 //   warpgroup 0, the producer, gives most of its registers away (setmaxnreg) and one thread
 //     streams the tiles;
-//   warpgroups 1.., the consumers, 64 rows each, quantize their Q rows into shared memory once,
-//     then run the main loop, then write O.
+//   warpgroups 1.., the consumers, 64 rows each, quantize their Q rows into shared memory once
+//     (the raw rows copied by the producer's TMA where the layout allows, by the lanes
+//     otherwise), then run the main loop, then write O.
 // The consumers run free of each other, so one's softmax also overlaps the other's MMAs, but
 // take turns at starting their exponentials (wgmma_exp_turns.cuh). (FA3's ping-pong, turns at
 // the MMA issue, was measured four times here and never paid: docs/design/cuda.md.)
@@ -34,6 +36,7 @@
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_mainloop.cuh"
 #include "cuda/sm90/wgmma_producer.cuh"
+#include "cuda/sm90/wgmma_q_prologue.cuh"
 #include "cuda/sm90/wgmma_softmax.cuh"
 #include "cuda/sm90/wgmma_traits.cuh"
 
@@ -84,6 +87,8 @@ __device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid) {
       // One arrive per consumer thread, each after its own reads of the stage (see the arrives).
       dev::mbar_init(&sm.empty[s], 128 * T::kConsumers);
     }
+    if constexpr (T::kQTma)
+      for (int cw = 0; cw < T::kStagingWarps; ++cw) dev::mbar_init(&sm.q_full[cw], 1);
     dev::mbar_init_fence();
   }
 }
@@ -106,6 +111,8 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   const CtaWork work = cta_work(p);
   init_shared(sm, tid);
   __syncthreads();  // the only CTA-wide barrier: barriers initialised
+  if constexpr (T::kQTma)
+    if (P.q_tma && tid == 0) produce_q_rows(P, work, sm);  // first: Q is the consumers' first need
 
   int t_begin, t_end, min_hi;
   visible_tiles<T>(p, work, lane, t_begin, t_end, min_hi);
@@ -122,15 +129,27 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   const int m0 = work.m_tile * T::kBM;  // the CTA's first packed row
   // Q of this warp's 16 rows: quantized into shared memory once; the warpgroup's 64 rows are
   // complete after its named barrier (ids 1.. : one per consumer warpgroup).
-  if (T::kStagedIO && p.q_vec) {
-    stage_q_rows_staged<DPAD, typename T::QTile>(p, work.b, work.hkv, work.L, work.kv_head,
-                                                 m0 + cw * 16, cw * 16, sm.q, sm.q_scale,
-                                                 sm.lse_shift, lane, staging);
+  // Without a Q tensor map: each lane copies its rows' chunks itself (16-byte rows) or loads
+  // them into registers.
+  const auto stage_q_by_lanes = [&] {
+    if (T::kStagedIO && p.q_vec) {
+      stage_q_rows_staged<DPAD, typename T::QTile>(p, work.b, work.hkv, work.L, work.kv_head,
+                                                   m0 + cw * 16, cw * 16, sm.q, sm.q_scale,
+                                                   sm.lse_shift, lane, staging);
+    } else {
+      float row_absmax[16];
+      stage_q_warp_rows<DPAD, true, false, typename T::QTile, 16>(
+          p, work.b, work.hkv, work.L, work.kv_head, m0 + cw * 16, cw * 16, sm.q, sm.q_scale,
+          sm.lse_shift, lane, row_absmax);
+    }
+  };
+  if constexpr (T::kQTma) {
+    if (P.q_tma)
+      stage_q_rows_landed(p, work, sm, cw, m0 + cw * 16, cw * 16, lane);
+    else
+      stage_q_by_lanes();
   } else {
-    float row_absmax[16];
-    stage_q_warp_rows<DPAD, true, false, typename T::QTile, 16>(
-        p, work.b, work.hkv, work.L, work.kv_head, m0 + cw * 16, cw * 16, sm.q, sm.q_scale,
-        sm.lse_shift, lane, row_absmax);
+    stage_q_by_lanes();
   }
   dev::fence_proxy_async_smem();  // Q is read by wgmma (async proxy)
   dev::named_bar_sync(wg, 128);

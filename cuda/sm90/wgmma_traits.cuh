@@ -18,6 +18,10 @@ struct Sm90AttnParams {
   CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box (one slab) kSpan bytes x 128 keys
   CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box 128 keys x DPAD
                       // BALANCED: V [heads][nk_pad][DPAD] fp16, box 32 or 64 ch x 128 keys
+  // The caller's raw Q [B][Hq][Nq][D] (any strides TMA takes), box one consumer warp's 16 rows
+  // of the staging area's width; valid only with q_tma (wgmma_q_prologue.cuh).
+  CUtensorMap q_map;
+  int q_tma = 0;
 };
 
 template <int DPAD, Mode MODE>
@@ -50,21 +54,31 @@ struct Sm90Traits {
   // K scales after V (and the ones), padded so every stage (and every tile in it) stays
   // 1024-byte aligned, as the 128-byte swizzle requires.
   static constexpr int kStageBytes = kKBytes + kVBytes + kOnesBytes + 1024;
-  static constexpr int kMiscBytes = 8 * kBM + 128;  // Q scales, LSE shifts, barriers
+  // Q scales, LSE shifts; barriers: full and empty per stage, one per consumer warp for Q.
+  static constexpr int kMiscBytes = 8 * kBM + 128;
   // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
   // (stage_q_rows_staged / store_o_rows_staged, attention_common.cuh).
   // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
-  static constexpr int kWarpStagingBytes = staged_o_bytes<DPAD>();
-  static_assert(staged_q_bytes<DPAD>() <= kWarpStagingBytes, "Q staging must fit");
   // Ring of K/V tiles: four stages, two above head dim 128, where the staging areas (the
   // tiny shapes of those head dims are latency-bound on the once-per-CTA code)
   // would not fit beside four.
   static constexpr int kStages = DPAD > 128 ? 2 : 4;
   static constexpr int kBaseSmemBytes = 1024 + kQBytes + kStages * kStageBytes + kMiscBytes;
+  static constexpr int kStagingWarps = 4 * kConsumers;
+  static constexpr int kLimit = 227 * 1024;
+  // Each warp's area 128-byte aligned where that fits too: TMA then writes its raw Q rows
+  // (kQTma); otherwise only 16-byte aligned, for cp.async copies.
+  static constexpr int kStagingTight = staged_o_bytes<DPAD>();
+  static constexpr int kStagingAligned = (kStagingTight + 127) / 128 * 128;
+  static constexpr bool kQTma =
+      DPAD > 64 && kBaseSmemBytes + kStagingWarps* kStagingAligned <= kLimit;
+  static constexpr int kWarpStagingBytes = kQTma ? kStagingAligned : kStagingTight;
+  static_assert(staged_q_bytes<DPAD>() <= kWarpStagingBytes, "Q staging must fit");
   static constexpr bool kStagedIO =
-      DPAD > 64 && kBaseSmemBytes + 4 * kConsumers* kWarpStagingBytes <= 227 * 1024;
+      DPAD > 64 && kBaseSmemBytes + kStagingWarps* kWarpStagingBytes <= kLimit;
   static constexpr int kSmemBytes =
-      kBaseSmemBytes + (kStagedIO ? 4 * kConsumers * kWarpStagingBytes : 0);
+      kBaseSmemBytes + (kStagedIO ? kStagingWarps * kWarpStagingBytes : 0);
+  static_assert(16 * kStages + (kQTma ? 8 * kStagingWarps : 0) <= 128, "barriers must fit");
   static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
   // The tile's key scales loaded before the MMAs are issued (their latency hidden under the
   // MMAs): 1-5% faster with two consumers (240 registers); with three (160) BALANCED lost 19%,
@@ -85,6 +99,7 @@ struct Sm90Smem {
   float* lse_shift;  // per shared row
   uint64_t* full;    // per stage: K/V landed (TMA transaction count)
   uint64_t* empty;   // per stage: every consumer thread done reading
+  uint64_t* q_full;  // per consumer warp (kQTma): its raw Q rows landed in its staging area
   uint8_t* staging;  // per consumer warp, T::kWarpStagingBytes each
 
   __device__ __forceinline__ explicit Sm90Smem(uint8_t* base)
@@ -94,6 +109,7 @@ struct Sm90Smem {
         lse_shift(q_scale + T::kBM),
         full(reinterpret_cast<uint64_t*>(stages + T::kStages * T::kStageBytes + 8 * T::kBM)),
         empty(full + T::kStages),
+        q_full(empty + T::kStages),
         staging(stages + T::kStages * T::kStageBytes + T::kMiscBytes) {}
   // Stage of ring position n (n >= 0; kStages is a power of two, so this is a mask).
   __device__ __forceinline__ uint8_t* stage(int n) const {

@@ -353,23 +353,27 @@ TEST_F(GpuAttention, LongerKeysAndTheHeadDim160ImageShape) {
   }
 }
 
+// On Hopper, 200 queries of a GQA group leave a warp's 16 packed rows across two q-heads (the
+// lanes copy Q); 208 keep them in one, and the producer copies each warp's rows with one TMA
+// box (wgmma_q_prologue.cuh).
 TEST_F(GpuAttention, Bf16NhdGqaAndMqa) {
   for (int32_t mode : kModes)
-    for (int64_t hkv : {4, 1}) {
-      Case c;
-      c.mode = mode;
-      c.dtype = INT8ATTN_DTYPE_BF16;
-      c.layout = t::Layout::NHD;
-      c.B = 2;
-      c.Hq = 8;
-      c.Hkv = hkv;
-      c.Nq = 200;
-      c.Nk = 333;
-      c.D = 128;
-      Outcome r;
-      run(c, r);
-      expect_bar(c, r, name(c) + " Hkv=" + std::to_string(hkv));
-    }
+    for (int64_t hkv : {4, 1})
+      for (int64_t nq : {200, 208}) {
+        Case c;
+        c.mode = mode;
+        c.dtype = INT8ATTN_DTYPE_BF16;
+        c.layout = t::Layout::NHD;
+        c.B = 2;
+        c.Hq = 8;
+        c.Hkv = hkv;
+        c.Nq = nq;
+        c.Nk = 333;
+        c.D = 128;
+        Outcome r;
+        run(c, r);
+        expect_bar(c, r, name(c) + " Hkv=" + std::to_string(hkv) + " Nq=" + std::to_string(nq));
+      }
 }
 
 TEST_F(GpuAttention, MisalignedQAndOTakeTheGeneralPaths) {
