@@ -420,3 +420,30 @@ def test_key_padding_mask_runs_as_k_lengths(device):
     holes[0, ..., 7] = False
     _processors.sdpa_int8(q, k, v, attn_mask=holes, processor=proc)
     assert proc.stats["fallback"] == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sageattn_as_comfyui_calls_it(device):
+    """ComfyUI's attention_sage: ``sageattn(q, k, v, attn_mask=mask, is_causal=False,
+    tensor_layout="NHD")``. A float key-padding mask (ComfyUI's additive form) runs int8attn
+    with k_lengths and agrees with masked SDPA; a mask with holes runs SDPA."""
+    from int8attn import _sage
+
+    _sage.stats.update(int8attn=0, sdpa_routed=0, sdpa_masked=0)
+    q, k, v = (randn(2, 300, 4, 64, device=device, seed=s) for s in (8, 9, 10))  # NHD
+    mask = torch.zeros(2, 1, 1, 300, dtype=torch.float16, device=device)
+    mask[1, ..., 250:] = -float("inf")
+    hnd = [x.transpose(1, 2).double().cpu() for x in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*hnd, attn_mask=mask.double().cpu()).transpose(1, 2)
+    out = int8attn.sageattn(q, k, v, attn_mask=mask, is_causal=False, tensor_layout="NHD",
+                            route="always")
+    assert out.shape == q.shape and rel_l1(out, ref) < BARS["fast"]
+    assert _sage.stats["int8attn"] == 1
+    lengths = torch.tensor([300, 250], dtype=torch.int32, device=device)
+    assert torch.equal(out, int8attn.attention(q, k, v, mode="fast", layout="NHD",
+                                               k_granularity="block", k_lengths=lengths))
+    holes = mask.clone()
+    holes[0, ..., 7] = -float("inf")
+    out = int8attn.sageattn(q, k, v, attn_mask=holes, tensor_layout="NHD")
+    ref = F.scaled_dot_product_attention(*hnd, attn_mask=holes.double().cpu()).transpose(1, 2)
+    assert rel_l1(out, ref) < 1e-2 and _sage.stats["sdpa_masked"] == 1
