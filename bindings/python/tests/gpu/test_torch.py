@@ -440,8 +440,11 @@ def test_sageattn_as_comfyui_calls_it(device):
     assert out.shape == q.shape and rel_l1(out, ref) < BARS["fast"]
     assert _sage.stats["int8attn"] == 1
     lengths = torch.tensor([300, 250], dtype=torch.int32, device=device)
-    assert torch.equal(out, int8attn.attention(q, k, v, mode="fast", layout="NHD",
-                                               k_granularity="block", k_lengths=lengths))
+    by_lengths = int8attn.attention(q, k, v, mode="fast", layout="NHD", k_granularity="block",
+                                    k_lengths=lengths)
+    # the GPU's statistics sum with atomics (the last bits vary run to run); the CPU is exact
+    assert (torch.equal(out, by_lengths) if device == "cpu"
+            else rel_l1(out, by_lengths.double().cpu()) < 2e-3)
     holes = mask.clone()
     holes[0, ..., 7] = -float("inf")
     out = int8attn.sageattn(q, k, v, attn_mask=holes, tensor_layout="NHD")
