@@ -30,8 +30,8 @@ __device__ __forceinline__ void produce_q_rows(const Sm90AttnParams& P, const Ct
     const RowInfo r = row_info(P.a, w.hkv, w.m_tile * T::kBM + cw * 16, w.L);
     if (!r.valid) continue;
     dev::mbar_arrive_expect_tx(&sm.q_full[cw], kBytes);
-    dev::tma_load_4d(sm.staging + cw * T::kWarpStagingBytes, &P.q_map, &sm.q_full[cw], 0, r.i,
-                     r.h, w.b);
+    dev::tma_load_4d(sm.staging + cw * T::kWarpStagingBytes, &P.q_map, &sm.q_full[cw], 0, r.i, r.h,
+                     w.b);
   }
 }
 
@@ -40,8 +40,8 @@ __device__ __forceinline__ void produce_q_rows(const Sm90AttnParams& P, const Ct
 // the same bytes as stage_q_rows_staged.
 template <class T>
 __device__ __forceinline__ void stage_q_rows_landed(const AttnKernelParams& p, const CtaWork& w,
-                                                    const Sm90Smem<T>& sm, int cw,
-                                                    int packed_row0, int r_local0, int lane) {
+                                                    const Sm90Smem<T>& sm, int cw, int packed_row0,
+                                                    int r_local0, int lane) {
   constexpr int DPAD = T::kDpad;
   const int c0 = (lane % QChunks<DPAD>::kLanes) * 8;
   float kmu[8], q_factor[8];

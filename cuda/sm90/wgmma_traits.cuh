@@ -56,16 +56,16 @@ struct Sm90Traits {
   static constexpr int kStageBytes = kKBytes + kVBytes + kOnesBytes + 1024;
   // Q scales, LSE shifts; barriers: full and empty per stage, one per consumer warp for Q.
   static constexpr int kMiscBytes = 8 * kBM + 128;
-  // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
-  // (stage_q_rows_staged / store_o_rows_staged, attention_common.cuh).
-  // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
   // Ring of K/V tiles: four stages, two above head dim 128, where the staging areas (the
   // tiny shapes of those head dims are latency-bound on the once-per-CTA code)
   // would not fit beside four.
   static constexpr int kStages = DPAD > 128 ? 2 : 4;
   static constexpr int kBaseSmemBytes = 1024 + kQBytes + kStages * kStageBytes + kMiscBytes;
+  static constexpr int kLimit = 227 * 1024;  // sm90's per-block shared memory
+  // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
+  // (stage_q_rows_staged / store_o_rows_staged, attention_common.cuh).
+  // Only where it fits: BALANCED at head dim 128 (fp16 V tiles) has no room left for it.
   static constexpr int kStagingWarps = 4 * kConsumers;
-  static constexpr int kLimit = 227 * 1024;
   // Each warp's area 128-byte aligned where that fits too: TMA then writes its raw Q rows
   // (kQTma); otherwise only 16-byte aligned, for cp.async copies.
   static constexpr int kStagingTight = staged_o_bytes<DPAD>();
@@ -79,7 +79,7 @@ struct Sm90Traits {
   static constexpr int kSmemBytes =
       kBaseSmemBytes + (kStagedIO ? kStagingWarps * kWarpStagingBytes : 0);
   static_assert(16 * kStages + (kQTma ? 8 * kStagingWarps : 0) <= 128, "barriers must fit");
-  static_assert(kSmemBytes <= 227 * 1024, "over the sm90 per-block shared memory limit");
+  static_assert(kSmemBytes <= kLimit, "over the sm90 per-block shared memory limit");
   // The tile's key scales loaded before the MMAs are issued (their latency hidden under the
   // MMAs): 1-5% faster with two consumers (240 registers); with three (160) BALANCED lost 19%,
   // so there they are loaded after the Q·Kᵀ wait.
