@@ -578,6 +578,43 @@ def _out(model, inputs):
     return o.sample if hasattr(o, "sample") else o
 
 
+def _bench_models():
+    """bench/pipeline.py and its model table (the benchmark's tiny configs, one source)."""
+    import sys
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[3] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import pipeline
+    import pipeline_models
+
+    return pipeline, pipeline_models
+
+
+@needs_diffusers
+@pytest.mark.parametrize("name", ["zimage", "ltx", "wan", "hunyuan"])
+def test_models_with_rotary_stand_ins_compile_whole(name):
+    """The models whose rotary and norms the processors replace (Z-Image's nested complex
+    rotary, LTX-Video's flat one, Wan's, HunyuanVideo's masked joint attention): under
+    torch.compile the stand-ins step aside, the graph has no break and the compiled model
+    gives what the eager one gives."""
+    import dataclasses
+
+    P, pm = _bench_models()
+    spec = dataclasses.replace(pm.TINY[name], dtype="float32")
+    model = P.build_model(spec, torch.device("cpu"))
+    inputs = pm.make_inputs(spec, torch.device("cpu"))
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    with torch.no_grad():
+        eager = P.prediction(model(**inputs))
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(model)(**inputs)
+        assert explanation.graph_break_count == 0, explanation.break_reasons
+        compiled = P.prediction(torch.compile(model, backend="aot_eager")(**inputs))
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+
+
 @needs_diffusers
 @pytest.mark.parametrize("name", ["unet", "flux", "sd3"])
 def test_diffusers_models_eager(name):
