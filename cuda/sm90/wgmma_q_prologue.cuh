@@ -1,9 +1,9 @@
 // The sm90a kernel's Q prologue with TMA (Sm90Traits::kQTma, Sm90AttnParams::q_tma): the
 // producer thread copies each consumer warp's 16 raw Q rows into that warp's staging area with
 // one tensor copy, the first thing the CTA does, and the consumers quantize them from there.
-// Without it each consumer lane issues its rows' cp.async copies itself (stage_q_rows_staged):
-// ~1.6 us of the ~5.4 us prologue at Flux's shape went into issuing them, on the consumers'
-// critical path before the first MMA (docs/design/cuda.md, "Outside the loop").
+// Without it each consumer lane issues its rows' cp.async copies itself (stage_q_rows_staged),
+// on the consumers' critical path before the first MMA: ~1% of the kernel at Flux's shape
+// (docs/design/cuda.md, "Outside the loop").
 //
 // The box is a warp's 16 rows of the staging area's width (kLanes chunks of 8 channels);
 // channels past D and rows past Nq are zero-filled by TMA, as the copies zero-fill them. The

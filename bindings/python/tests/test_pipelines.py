@@ -143,6 +143,15 @@ def test_sageattn_routes_to_sdpa_where_the_table_says(monkeypatch, layout, hkv):
     assert torch.allclose(o, ref, atol=1e-6) and o.is_contiguous() and o.shape == q.shape
     assert asked == [(q, k, layout, True, "fast")]
     assert int8attn.sageattn.stats == {"int8attn": 0, "sdpa_routed": 1, "sdpa_masked": 0}
+    # a routed call takes its mask to SDPA as given: the mask is never read (no host sync)
+    monkeypatch.setattr(_sage, "_mask_lengths", lambda *a: pytest.fail("mask read"))
+    mask = torch.ones(2, 1, 40, 40, dtype=torch.bool).tril()
+    o = int8attn.sageattn(q, k, v, tensor_layout=layout, sm_scale=0.2, attn_mask=mask)
+    hnd = [x.transpose(1, 2) if layout == "NHD" else x for x in (q, k, v)]
+    ref = torch.nn.functional.scaled_dot_product_attention(*hnd, attn_mask=mask, scale=0.2,
+                                                           enable_gqa=hkv != 4)
+    assert torch.allclose(o, ref.transpose(1, 2) if layout == "NHD" else ref, atol=1e-6)
+    assert int8attn.sageattn.stats == {"int8attn": 0, "sdpa_routed": 2, "sdpa_masked": 0}
     qh = q.half()
     kh, vh = k.half(), v.half()
     a = int8attn.sageattn(qh, kh, vh, tensor_layout=layout, route="always")
@@ -150,7 +159,7 @@ def test_sageattn_routes_to_sdpa_where_the_table_says(monkeypatch, layout, hkv):
                                              k_granularity="block"))
     o2, _ = int8attn.sageattn(qh, kh, vh, tensor_layout=layout, return_lse=True)
     assert torch.equal(o2, a)
-    assert int8attn.sageattn.stats == {"int8attn": 2, "sdpa_routed": 1, "sdpa_masked": 0}
+    assert int8attn.sageattn.stats == {"int8attn": 2, "sdpa_routed": 2, "sdpa_masked": 0}
     with pytest.raises(ValueError, match="route"):
         int8attn.sageattn(qh, kh, vh, route="never")
 

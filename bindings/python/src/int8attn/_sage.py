@@ -47,7 +47,8 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
             kept keys a prefix of each batch row, float entries 0 or at most −1000) runs
             int8attn with valid key lengths (checking it costs one host synchronisation per
             new mask tensor); any other mask runs SDPA with the mask (``stats["sdpa_masked"]``).
-            Not with ``is_causal`` (as SDPA).
+            A call routed to SDPA (``route``) takes its mask there unread. Not with
+            ``is_causal`` (as SDPA).
         dropout_p: Must be 0 (inference only).
         smooth_k: Subtract K's per-channel mean before quantizing (exact; SageAttention's
             default too).
@@ -82,18 +83,22 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         raise ValueError(f"route: expected one of {_ROUTES}, got {route!r}")
     if dropout_p:
         raise ValueError(f"dropout_p: int8attn has no dropout (inference only), got {dropout_p!r}")
+    if attn_mask is not None:
+        _check_mask(q, attn_mask, is_causal)
+    # The route first: a routed call runs SDPA with the mask as given, so its mask is not read
+    # (that would cost a host synchronisation).
+    if route == "auto" and not return_lse and _prefers_sdpa(q, k, layout, is_causal, mode):
+        stats["sdpa_routed"] += 1
+        return _sdpa(q, k, v, layout, is_causal, sm_scale, attn_mask)
     k_lengths = None
     if attn_mask is not None:
-        k_lengths = _mask_lengths(q, k, attn_mask, layout, is_causal)
+        k_lengths = _mask_lengths(q, k, attn_mask, layout)
         if k_lengths is None:
             if return_lse:
                 raise ValueError("attn_mask: with return_lse only a key-padding mask is "
                                  "supported (other masks run SDPA, which returns no LSE)")
             stats["sdpa_masked"] += 1
             return _sdpa(q, k, v, layout, is_causal, sm_scale, attn_mask)
-    if route == "auto" and not return_lse and _prefers_sdpa(q, k, layout, is_causal, mode):
-        stats["sdpa_routed"] += 1
-        return _sdpa(q, k, v, layout, is_causal, sm_scale, attn_mask)
     stats["int8attn"] += 1
     return attention(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale, layout=layout,
                      return_lse=return_lse, smooth_k=smooth_k, k_granularity=k_granularity,
@@ -126,20 +131,23 @@ def _routing_parts() -> Tuple[Callable[..., Any], Callable[..., bool], Callable[
     return _torch_parts
 
 
-def _mask_lengths(q: Any, k: Any, mask: Any, layout: str, causal: bool) -> Any:
-    """The int32 [B] valid key lengths ``mask`` amounts to, or None where it is not a
-    key-padding mask (the processors' reading, :class:`int8attn._processors._KeyLengths`: the
-    last mask's answer is kept, so a model passing every layer the same mask synchronises once)."""
-    torch_module = type(q).__module__.split(".")[0]
-    if type(mask).__module__.split(".")[0] != "torch" or torch_module != "torch":
+def _check_mask(q: Any, mask: Any, causal: bool) -> None:
+    """``attn_mask``'s errors, before any work."""
+    if type(mask).__module__.split(".")[0] != "torch" or \
+            type(q).__module__.split(".")[0] != "torch":
         raise TypeError("attn_mask: expected a torch tensor, with torch q, k and v; got "
                         f"{type(mask).__name__} (q: {type(q).__name__})")
     if causal:
         raise ValueError("attn_mask: not with is_causal=True (as torch's SDPA); fold the causal "
                          "mask into attn_mask")
-    key_lengths = _routing_parts()[3]
+
+
+def _mask_lengths(q: Any, k: Any, mask: Any, layout: str) -> Any:
+    """The int32 [B] valid key lengths ``mask`` amounts to, or None where it is not a
+    key-padding mask (the processors' reading, :class:`int8attn._processors._KeyLengths`: the
+    last mask's answer is kept, so a model passing every layer the same mask synchronises once)."""
     keys = k.shape[1] if layout == "NHD" else k.shape[2]
-    return key_lengths.get(mask, q.shape[0], keys, floats=True)
+    return _routing_parts()[3].get(mask, q.shape[0], keys, floats=True)
 
 
 def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> bool:
