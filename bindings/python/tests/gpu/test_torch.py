@@ -444,7 +444,8 @@ def test_key_padding_mask_runs_as_k_lengths(device):
 def test_sageattn_as_comfyui_calls_it(device):
     """ComfyUI's attention_sage: ``sageattn(q, k, v, attn_mask=mask, is_causal=False,
     tensor_layout="NHD")``. A float key-padding mask (ComfyUI's additive form) runs int8attn
-    with k_lengths and agrees with masked SDPA; a mask with holes runs SDPA."""
+    with k_lengths and agrees with masked SDPA; a mask with holes runs SDPA. (route="always":
+    with "auto" a call the routing table sends to SDPA takes its mask there unread.)"""
     from int8attn import _sage
 
     _sage.stats.update(int8attn=0, sdpa_routed=0, sdpa_masked=0)
@@ -465,6 +466,6 @@ def test_sageattn_as_comfyui_calls_it(device):
             else rel_l1(out, by_lengths.double().cpu()) < 2e-3)
     holes = mask.clone()
     holes[0, ..., 7] = -float("inf")
-    out = int8attn.sageattn(q, k, v, attn_mask=holes, tensor_layout="NHD")
+    out = int8attn.sageattn(q, k, v, attn_mask=holes, tensor_layout="NHD", route="always")
     ref = F.scaled_dot_product_attention(*hnd, attn_mask=holes.double().cpu()).transpose(1, 2)
     assert rel_l1(out, ref) < 1e-2 and _sage.stats["sdpa_masked"] == 1
