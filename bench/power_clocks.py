@@ -36,8 +36,12 @@ def sample(fn, seconds: float) -> dict:
     for _ in range(5):
         fn()
     torch.cuda.synchronize()
-    smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}", "--format=csv,noheader,nounits",
-                            "-lms", "100"], stdout=subprocess.PIPE, text=True)
+    try:
+        smi = subprocess.Popen(["nvidia-smi", f"--query-gpu={QUERY}",
+                                "--format=csv,noheader,nounits", "-lms", "100"],
+                               stdout=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        sys.exit("power_clocks: nvidia-smi not found (it samples the clocks and power)")
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t0, calls = time.time(), 0
     start.record()
