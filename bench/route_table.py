@@ -9,7 +9,8 @@ the same fp16 inputs (CUDA-graph replays, median, as ``bench.py``), plus, for sh
 int8attn against K/V kept quantized in a ``KVCache`` (what the processors' text K/V cache could
 save). Writes:
 
-- ``--table PATH``: the table the package ships (``int8attn/routing/sm<cc>.json``): per mode,
+- ``--table PATH``: the table the package ships (``int8attn/routing/sm<cc>-<gpu>.json`` for GPUs
+  of the measured one's name, ``sm<cc>.json`` for every GPU of its capability): per mode,
   head dim and batch × heads (12, 24, 48, 96), SDPA-cuDNN time / int8attn time at each grid point,
   again at lengths that are not multiples of 128 (cuDNN is slower there), and at the models'
   exact shapes;
@@ -87,6 +88,12 @@ MODEL_SHAPES = (
     ("cogvideox 480p joint", 2, 30, 64, 17776, 17776),
     ("wan 480p self", 2, 12, 128, 32760, 32760),
     ("wan 480p text", 2, 12, 128, 32760, 512),
+    ("sd3.5 1024px joint", 2, 38, 64, 4429, 4429),
+    ("qwen-image 1024px joint", 1, 24, 128, 4224, 4224),
+    ("qwen-image 1328px joint", 1, 24, 128, 7017, 7017),
+    ("z-image 1024px joint", 1, 30, 128, 4224, 4224),
+    ("z-image 1024px image refiner", 1, 30, 128, 4096, 4096),
+    ("ltx-video 704x512 self", 2, 32, 64, 7392, 7392),
 )
 
 
@@ -326,7 +333,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="results folder (default bench/results/run-*)")
     ap.add_argument("--table", default=None,
                     help="write the package's routing table here (e.g. "
-                         "bindings/python/src/int8attn/routing/sm90.json)")
+                         "bindings/python/src/int8attn/routing/sm90-h200.json)")
     args = ap.parse_args()
     out_dir = args.out or os.path.join("bench", "results",
                                        "run-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))

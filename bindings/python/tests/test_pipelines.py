@@ -264,7 +264,7 @@ def test_route_table_nearest_point(monkeypatch):
     assert u.ratio_for(3, 64, 4096, 4429, 48) == 1.1
     assert t.ratio_for(3, 64, 4429, 4429, 24) == 1.5     # no second table: the first serves
     # describe() lists both grids' routed shapes, the unaligned ones at their measured lengths
-    monkeypatch.setattr(_routing, "_tables", {(9, 0): u})
+    monkeypatch.setattr(_routing, "_tables", [u])
     d = _routing.describe()[0]
     assert d["routed_to_sdpa"]["fast"][64][24] == [(4096, 4096)]
     assert d["unaligned_offset"] == 77
@@ -297,8 +297,8 @@ def test_route_table_exact_model_shapes(monkeypatch):
     assert t.ratio_for(3, 40, 4096, 4096, 16) == 0.97    # raw head dim, not the padded one
     assert t.ratio_for(3, 64, 4096, 4096, 16) == 0.85
     assert t.ratio_for(1, 128, 4608, 4608, 24) is None     # mode measured nowhere
-    monkeypatch.setattr(_routing, "_tables", {(9, 0): t})
-    monkeypatch.setattr(_routing, "_capability", {0: (9, 0)})
+    monkeypatch.setattr(_routing, "_tables", [t])
+    monkeypatch.setattr(_routing, "_devices", {0: ((9, 0), "test GPU")})
     monkeypatch.setattr(_routing, "_decisions", {})
     assert not _routing.prefer_sdpa(0, 3, 128, 4608, 4608, 24)
     assert _routing.prefer_sdpa(0, 3, 128, 4096, 4096, 24)
@@ -329,22 +329,25 @@ def test_calls_that_save_less_than_the_host_margin_go_to_sdpa(monkeypatch):
     assert _routing.routes_to_sdpa(0.9, None)
     assert _routing.routes_to_sdpa(1.5, 3 * margin / 1e3 * 0.9)  # saves 0.9 x margin
     assert not _routing.routes_to_sdpa(1.5, 3 * margin / 1e3 * 1.1)
+    # a ratio below MIN_RATIO is level within the table's spread: SDPA whatever the saving
+    assert _routing.routes_to_sdpa(_routing.MIN_RATIO - 0.01, 100.0)
+    assert not _routing.routes_to_sdpa(_routing.MIN_RATIO + 0.01, 100.0)
     data = {"device": "test GPU", "capability": [9, 0], "head_dims": [64],
             "batch_heads": [24], "nq": [4096], "nk": [77, 4096],
             "ratio": {"fast": {"64": [[[1.3, 1.2]]]}},
-            "sdpa_ms_batch_heads": 24, "sdpa_ms": {"64": [[0.015, 0.2]]},
+            "sdpa_ms_batch_heads": 24, "sdpa_ms": {"64": [[0.015, 0.1]]},
             "shapes": [{"model": "text", "batch_heads": 20, "head_dim": 64, "nq": 4096,
                         "nk": 77, "ratio": {"fast": 1.22}, "sdpa_ms": 0.0152}]}
     t = _routing.RouteTable(data)
     assert t.sdpa_ms_for(64, 4096, 77, 20) == 0.0152            # the exact cell
-    assert t.sdpa_ms_for(64, 4096, 4096, 48) == pytest.approx(0.4)  # twice the point's work
-    assert t.sdpa_ms_for(40, 4096, 4096, 24) == pytest.approx(0.2 * 40 / 64)
-    monkeypatch.setattr(_routing, "_tables", {(9, 0): t})
-    monkeypatch.setattr(_routing, "_capability", {0: (9, 0)})
+    assert t.sdpa_ms_for(64, 4096, 4096, 48) == pytest.approx(0.2)  # twice the point's work
+    assert t.sdpa_ms_for(40, 4096, 4096, 24) == pytest.approx(0.1 * 40 / 64)
+    monkeypatch.setattr(_routing, "_tables", [t])
+    monkeypatch.setattr(_routing, "_devices", {0: ((9, 0), "test GPU")})
     monkeypatch.setattr(_routing, "_decisions", {})
     assert _routing.prefer_sdpa(0, 3, 64, 4096, 77, 20)        # 1.22x, 2.7 us saved
-    assert _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 24)      # 1.2x, 33 us saved
-    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 96)  # 1.2x, 133 us saved
+    assert _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 24)      # 1.2x, 17 us saved
+    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 96)  # 1.2x, 67 us saved
     shapes = _routing.describe()[0]["shapes"]
     assert shapes[0]["sdpa_ms"] == 0.0152 and shapes[0]["routed_to_sdpa"]
     assert _routing.describe()[0]["routed_to_sdpa"]["fast"][64][24] == [(4096, 77),
@@ -352,11 +355,11 @@ def test_calls_that_save_less_than_the_host_margin_go_to_sdpa(monkeypatch):
 
 
 def test_prefer_sdpa_uses_the_device_table(monkeypatch):
-    monkeypatch.setattr(_routing, "_tables", {(9, 0): _table([[0.5, 0.9, None],
+    monkeypatch.setattr(_routing, "_tables", [_table([[0.5, 0.9, None],
                                                               [0.4, 0.8, 1.5]],
                                                              [[0.5, 0.9, None],
-                                                              [0.4, 1.2, 1.5]])})
-    monkeypatch.setattr(_routing, "_capability", {0: (9, 0), 1: (8, 0)})
+                                                              [0.4, 1.2, 1.5]])])
+    monkeypatch.setattr(_routing, "_devices", {0: ((9, 0), "test GPU"), 1: ((8, 0), "sm80 GPU")})
     monkeypatch.setattr(_routing, "_decisions", {})
     assert _routing.prefer_sdpa(0, 3, 64, 4096, 77, 24)            # measured slower
     assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 24)      # measured faster
@@ -1190,3 +1193,34 @@ def test_diffusers_models_compiled_with_policy(name):
     assert proc.stats["int8attn"] == 2 * calls  # counted at run time, every step
     explanation = torch._dynamo.explain(model)(**inputs, return_dict=False)
     assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+def test_a_gpu_reads_its_own_table_else_its_capabilitys(monkeypatch):
+    """sm<cc>-<gpu>.json serves only GPUs of its device name; sm<cc>.json every other GPU of
+    that capability."""
+    general = _table([[0.5, 0.9, None], [0.4, 0.8, 1.5]])
+    own = _table([[0.5, 0.9, None], [0.4, 1.2, 1.5]])
+    own.device, own.general = "NVIDIA H200", False
+    monkeypatch.setattr(_routing, "_tables", [own, general])
+    assert _routing.table_for((9, 0), "NVIDIA H200") is own
+    assert _routing.table_for((9, 0), "NVIDIA H100 80GB HBM3") is general
+    assert _routing.table_for((9, 0)) is general
+    assert _routing.table_for((8, 0), "NVIDIA H200") is None
+    monkeypatch.setattr(_routing, "_devices", {0: ((9, 0), "NVIDIA H200"),
+                                               1: ((9, 0), "NVIDIA H100 80GB HBM3")})
+    monkeypatch.setattr(_routing, "_decisions", {})
+    assert not _routing.prefer_sdpa(0, 3, 64, 4096, 1024, 24)    # 1.2x in the H200's table
+    assert _routing.prefer_sdpa(1, 3, 64, 4096, 1024, 24)        # 0.8x in the general one
+    monkeypatch.setattr(_routing, "_tables", [own])
+    assert _routing.table_for((9, 0), "NVIDIA H100 80GB HBM3") is None
+    assert [d["general"] for d in _routing.describe()] == [False]
+
+
+def test_shipped_tables_name_their_gpu():
+    """Each capability has one general table; the others are named after their GPU."""
+    shipped = _routing.tables()
+    general = [t.capability for t in shipped if t.general]
+    assert len(general) == len(set(general))
+    for t in shipped:
+        assert t.device
+        assert t.general or t.capability in general

@@ -19,7 +19,10 @@ processor's, and a UNet's eager step is host-bound (SDXL: 140 attention calls), 
 saves a few microseconds of GPU time makes such a step slower. The tables hold cuDNN's time
 per cell (``sdpa_ms``) for that; a table without them routes by the ratio alone.
 
-Tables live in ``routing/*.json`` inside the package, one per GPU compute capability; a GPU
+Tables live in ``routing/*.json`` inside the package. ``sm<major><minor>.json`` serves every GPU
+of that compute capability; ``sm<major><minor>-<gpu>.json`` only GPUs whose name is its
+``device`` (an H200 and an H100 are both sm_90, but the H200's faster memory makes int8attn's
+K/V preparation cheaper, which moves the ratio at image shapes by several percent). A GPU
 without a table (and every CPU call) always takes int8attn, since there is nothing measured to
 decide with. The decisions are cached per shape, so a call pays one dict lookup.
 """
@@ -34,21 +37,27 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 _TABLE_DIR = Path(__file__).resolve().parent / "routing"
 _MODE_NAMES = {1: "exact", 2: "balanced", 3: "fast"}
 
-#: GPU time (µs) a call must save for int8attn to take it. UNet steps are host-bound (identical
-#: eager SDXL steps vary by tens of percent on an H100 host). SDXL's 70 text calls in int8attn
-#: would save 0.2 ms of GPU time a step (12.5 against 15.3 µs a call,
-#: ``bench/results/2026-11-27-h100-few-keys-wgmma/``), which no measurement of such a step can
-#: show; a call saving less than this stays on the stock path, whose behaviour users know.
-HOST_MARGIN_US = 60.0
+#: GPU time (µs) a call must save for int8attn to take it: twice the most host time a call
+#: through int8attn's processors was measured to cost over the stock processor's (at most
+#: ~10 µs, ``bench/host_overhead.py``, ``bench/results/2026-11-28-h100-compiled-and-host/``).
+#: UNet steps are host-bound, so there a call's host time counts and its GPU time may not;
+#: SDXL's and SD1.5's text calls (1.2-1.6x cuDNN, 1.6-3.7 µs saved) stay on the stock path,
+#: while a 1024 px DiT's joint attention (Flux: ~0.44 ms a call, GPU-bound) saves 30-40 µs.
+HOST_MARGIN_US = 20.0
+
+#: The least measured speed ratio at which int8attn takes a call: two measurements of one cell
+#: differ by a few percent (cuDNN's time moves with the board's power state), so a cell below
+#: this is level, and a level call stays on the stock path.
+MIN_RATIO = 1.05
 
 
 def routes_to_sdpa(ratio: Optional[float], sdpa_ms: Optional[float]) -> bool:
-    """The routing rule for one call: SDPA where int8attn is measured slower (``ratio`` = SDPA
-    time / int8attn time below 1) or saves less than :data:`HOST_MARGIN_US` of GPU time
-    (estimated from SDPA's time, ``sdpa_ms``, where known)."""
+    """The routing rule for one call: SDPA where int8attn is not measured faster by at least
+    :data:`MIN_RATIO` (``ratio`` = SDPA time / int8attn time) or saves less than
+    :data:`HOST_MARGIN_US` of GPU time (estimated from SDPA's time, ``sdpa_ms``, where known)."""
     if ratio is None:
         return False
-    if ratio < 1.0:
+    if ratio < MIN_RATIO:
         return True
     return sdpa_ms is not None and sdpa_ms * 1e3 * (1.0 - 1.0 / ratio) < HOST_MARGIN_US
 
@@ -73,12 +82,16 @@ class RouteTable:
         capability: Its compute capability (major, minor).
         source: Where the measurement is committed.
         shapes: The exact cells, ``(mode, head_dim, nq, nk, batch_heads) -> (ratio, model)``.
+        general: Whether it serves every GPU of its capability (``sm<cc>.json``) rather than
+            only GPUs named ``device`` (``sm<cc>-<gpu>.json``); set by :func:`tables`.
     """
 
     def __init__(self, data: Dict[str, Any]) -> None:
         self.device = str(data.get("device", ""))
         self.capability = tuple(int(x) for x in data["capability"])
         self.source = str(data.get("source", ""))
+        # set by tables(): whether it serves every GPU of its capability
+        self.general = True
         self.head_dims: List[int] = sorted(int(d) for d in data["head_dims"])
         self.batch_heads: List[int] = [int(x) for x in data["batch_heads"]]
         self.nq: List[int] = [int(x) for x in data["nq"]]
@@ -186,36 +199,43 @@ class RouteTable:
         return t * work
 
 
-_tables: Optional[Dict[Tuple[int, int], RouteTable]] = None
+_tables: Optional[List[RouteTable]] = None
 _decisions: Dict[Tuple[Any, ...], bool] = {}
-_capability: Dict[int, Tuple[int, int]] = {}
+_devices: Dict[int, Tuple[Tuple[int, int], str]] = {}
 
 
-def tables() -> Dict[Tuple[int, int], RouteTable]:
-    """Every table shipped in the package, by compute capability."""
+def tables() -> List[RouteTable]:
+    """Every table shipped in the package; a capability's general table (``sm<cc>.json``) is
+    marked ``general``, the others serve only their ``device``."""
     global _tables
     if _tables is None:
-        found: Dict[Tuple[int, int], RouteTable] = {}
+        found: List[RouteTable] = []
         if _TABLE_DIR.is_dir():
             for path in sorted(_TABLE_DIR.glob("*.json")):
                 t = RouteTable(json.loads(path.read_text()))
-                found[t.capability] = t
+                t.general = path.stem == f"sm{t.capability[0]}{t.capability[1]}"
+                found.append(t)
         _tables = found
     return _tables
 
 
-def table_for(capability: Tuple[int, int]) -> Optional[RouteTable]:
-    """The table of this compute capability, if one was measured."""
-    return tables().get(tuple(capability))  # type: ignore[arg-type]
+def table_for(capability: Tuple[int, int], device: str = "") -> Optional[RouteTable]:
+    """The table measured on a GPU named ``device``, else the general table of its compute
+    capability, if one was measured."""
+    same = [t for t in tables() if t.capability == tuple(capability)]
+    return (next((t for t in same if device and t.device == device), None)
+            or next((t for t in same if t.general), None))
 
 
-def _device_capability(device_index: int) -> Tuple[int, int]:
-    cap = _capability.get(device_index)
-    if cap is None:
+def _device(device_index: int) -> Tuple[Tuple[int, int], str]:
+    found = _devices.get(device_index)
+    if found is None:
         import torch
 
-        cap = _capability[device_index] = tuple(torch.cuda.get_device_capability(device_index))
-    return cap
+        found = _devices[device_index] = (
+            tuple(torch.cuda.get_device_capability(device_index)),  # type: ignore[assignment]
+            torch.cuda.get_device_name(device_index))
+    return found
 
 
 def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
@@ -229,7 +249,7 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
         return hit
     decision = False
     if device_index >= 0:
-        table = table_for(_device_capability(device_index))
+        table = table_for(*_device(device_index))
         if table is not None:
             r = table.ratio_for(mode, head_dim, nq, nk, batch_heads)
             decision = routes_to_sdpa(r, table.sdpa_ms_for(head_dim, nq, nk, batch_heads)
@@ -265,8 +285,9 @@ def describe() -> List[Dict[str, Any]]:
                 "routed_to_sdpa": routes_to_sdpa(r, ms)}
 
     return [{"device": t.device, "capability": t.capability, "source": t.source,
+             "general": t.general,
              "routed_to_sdpa": routed(t, t.ratio, 0),
              "unaligned_offset": t.unaligned_offset,
              "routed_to_sdpa_unaligned": routed(t, t.ratio_unaligned, t.unaligned_offset),
              "shapes": [shape(t, *key, *cell) for key, cell in t.shapes.items()]}
-            for t in tables().values()]
+            for t in tables()]
