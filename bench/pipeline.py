@@ -828,8 +828,13 @@ def collect_meta(args: argparse.Namespace, device: torch.device) -> Dict[str, An
         meta["gpu"] = torch.cuda.get_device_name(device)
         meta["capability"] = list(torch.cuda.get_device_capability(device))
     try:
-        meta["routing_tables"] = [{k: t[k] for k in ("device", "capability", "source")}
+        meta["routing_tables"] = [{k: t[k] for k in ("device", "capability", "source", "general")}
                                   for t in int8attn.routing_tables()]
+        if device.type == "cuda":  # the one this GPU reads (its own, else its capability's)
+            from int8attn import _routing
+
+            table = _routing.table_for(tuple(meta["capability"]), meta["gpu"])
+            meta["routing_table"] = table.source if table is not None else None
     except Exception as e:  # noqa: BLE001 - informational
         meta["routing_tables"] = f"unavailable: {e}"
     return meta

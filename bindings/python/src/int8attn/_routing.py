@@ -8,7 +8,8 @@ speed of int8attn end-to-end (in the call's precision mode) relative to SDPA's c
 at the exact attention shapes of common diffusion models and on a grid of head dims ×
 batch·heads × query lengths × key lengths. A call of a measured model shape reads its own
 cell; any other goes to SDPA where the nearest grid point (head dim rounded up, lengths nearest
-on a log scale, the largest measured batch·heads not above the call's) says int8attn is slower.
+on a log scale, the largest measured batch·heads not above the call's) does not have int8attn
+at least :data:`MIN_RATIO` times faster (within that, two measurements of a cell disagree).
 cuDNN's speed moves with how its tiles fill the GPU (Flux at 1024 px, 4608 tokens, measured
 differently from the grid's 4096), hence the exact cells; and cuDNN runs lengths that are not
 multiples of 128 slower, so such calls read a second grid measured at unaligned lengths.
@@ -241,7 +242,8 @@ def _device(device_index: int) -> Tuple[Tuple[int, int], str]:
 def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
                 batch_heads: int) -> bool:
     """True when SDPA should take this CUDA call of ``batch_heads`` (batch × query heads) heads
-    (:func:`routes_to_sdpa`: measured faster, or int8attn's gain below the host margin);
+    (:func:`routes_to_sdpa`: int8attn not measured :data:`MIN_RATIO` times faster, or its gain
+    below the host margin);
     ``device_index`` is the tensor's CUDA device; CPU calls (-1) always take int8attn."""
     key = (device_index, mode, head_dim, nq, nk, batch_heads)
     hit = _decisions.get(key)
