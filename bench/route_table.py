@@ -1,25 +1,32 @@
 #!/usr/bin/env python3
-"""Measure the routing table the diffusers processors decide with (int8attn vs cuDNN SDPA).
+"""Measure the routing table the diffusers processors decide with (int8attn vs PyTorch SDPA).
 
 For a grid of head dims × query lengths × key lengths (self-attention and the short-key text
 cross-attention of SD/SDXL/PixArt/video DiTs), and at the exact attention shapes of the
-benchmarked models (``MODEL_SHAPES``), times PyTorch SDPA with the cuDNN backend and int8attn
-end-to-end in each mode as the diffusers processors call it (FAST with K scales per 64 keys) on
+benchmarked models (``MODEL_SHAPES``), times PyTorch SDPA (its cuDNN backend and its default
+choice, which a routed call runs; the faster of the two is "stock") and int8attn end-to-end in
+each mode as the diffusers processors call it (FAST with K scales per 64 keys) on
 the same fp16 inputs (CUDA-graph replays, median, as ``bench.py``), plus, for short keys,
 int8attn against K/V kept quantized in a ``KVCache`` (what the processors' text K/V cache could
 save). Writes:
 
 - ``--table PATH``: the table the package ships (``int8attn/routing/sm<cc>-<gpu>.json`` for GPUs
   of the measured one's name, ``sm<cc>.json`` for every GPU of its capability): per mode,
-  head dim and batch × heads (12, 24, 48, 96), SDPA-cuDNN time / int8attn time at each grid point,
+  head dim and batch × heads (12, 24, 48, 96), stock time / int8attn time at each grid point,
   again at lengths that are not multiples of 128 (cuDNN is slower there), and at the models'
   exact shapes;
 - ``OUT/route_table.json`` and ``OUT/route_table.md``: every time and ratio, and the short-key
   and mid-size summary.
 
-A full run takes about ten minutes on an H100. ``--part I/N`` measures every N-th cell from the
-I-th (so a run fits a time limit), and ``--merge DIR...`` joins the parts' ``route_table.json``
+A full run takes about five minutes on an H200. ``--part I/N`` measures every N-th cell from
+the I-th (so a run fits a time limit), and ``--merge DIR...`` joins the parts' ``route_table.json``
 into the files above, as one run would have written them.
+
+A GPU the package has no table for (or a machine of one's own): write the table into a folder
+named by ``INT8ATTN_ROUTING_DIR`` and the processors read it there, before the package's own
+(``python3 bench/route_table.py --table $INT8ATTN_ROUTING_DIR/my-gpu.json``; a file named
+``sm<cc>.json`` would serve every GPU of that capability, any other name only GPUs of the
+measured one's name).
 
 Usage: python3 bench/route_table.py [--quick] [--part I/N] [--out DIR] [--table PATH]
        python3 bench/route_table.py --merge DIR [DIR...] [--out DIR] [--table PATH]
@@ -148,12 +155,15 @@ def measure(c: Cell) -> dict:
 
     def sdpa(backend):
         def fn():
+            if backend is None:  # PyTorch's own choice, what a routed call runs
+                return F.scaled_dot_product_attention(q, k, v)
             with sdpa_kernel([backend]):
                 return F.scaled_dot_product_attention(q, k, v)
         return fn
 
-    backends = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))
-    for name, backend in backends if full else backends[:1]:
+    backends = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa", None),
+                ("flash", SDPBackend.FLASH_ATTENTION))
+    for name, backend in backends if full else backends[:2]:
         try:
             row["ms"][name], row["method"][name] = time_fn(sdpa(backend))
         except RuntimeError as exc:  # a backend refusing a head dim: recorded, not fatal
@@ -172,9 +182,20 @@ def measure(c: Cell) -> dict:
                 cache.append(k, v)
                 row["ms"][f"{mode}_cached"], row["method"][f"{mode}_cached"] = time_fn(
                     lambda: cache.forward(q, out=out))
-    base = row["ms"]["cudnn"]
+    row["ms"]["stock"] = stock_ms(row["ms"])
+    base = row["ms"]["stock"]
     row["ratio"] = {m: (base / t if base and t else None) for m, t in row["ms"].items()}
     return row
+
+
+def stock_ms(ms: dict):
+    """What int8attn is compared with: the faster of SDPA's cuDNN backend and PyTorch's default
+    SDPA (what a routed call runs; PyTorch picks its backend per call, flash attention on most
+    GPUs before Hopper), so a table measured on any GPU routes a call to int8attn only where
+    it beats the stock path.
+    Rows measured before the default was timed have cuDNN alone."""
+    times = [t for t in (ms.get("cudnn"), ms.get("sdpa")) if t]
+    return min(times) if times else None
 
 
 def table_json(rows, dims, meta) -> dict:
@@ -185,7 +206,7 @@ def table_json(rows, dims, meta) -> dict:
                "nq": r["nq"], "nk": r["nk"],
                "ratio": {m: round(x, 3) for m, x in r["ratio"].items()
                          if m in MODES and x is not None},
-               "sdpa_ms": round(r["ms"]["cudnn"], 4)}
+               "sdpa_ms": round(stock_ms(r["ms"]), 4)}
               for r in rows if r.get("model")]
     rows = [r for r in rows if not r.get("model")]
     nq = sorted({r["nq"] for r in rows})
@@ -218,7 +239,8 @@ def table_json(rows, dims, meta) -> dict:
     def sdpa_ms(d, offset):  # cuDNN's times at the first level (the processors' host margin)
         def t(a, b):
             r = at.get((BATCH * HEADS[0], d, a, b, offset))
-            return round(r["ms"]["cudnn"], 4) if r and r["ms"].get("cudnn") else None
+            t = stock_ms(r["ms"]) if r else None
+            return round(t, 4) if t else None
         return [[t(a, b) for b in nk] for a in nq]
 
     ratio, ratio_unaligned = {}, {}
@@ -235,23 +257,26 @@ def table_json(rows, dims, meta) -> dict:
             "sdpa_ms": {str(d): sdpa_ms(d, 0) for d in dims},
             "sdpa_ms_unaligned": {str(d): sdpa_ms(d, UNALIGNED) for d in dims},
             "shapes": shapes,
-            "note": "SDPA-cuDNN time / int8attn end-to-end time, fp16, batch "
+            "note": "stock time (the faster of SDPA's cuDNN backend and PyTorch's default "
+                    "SDPA) / int8attn end-to-end time, fp16, batch "
                     f"{BATCH} x query heads per level; ratio_unaligned: at lengths + "
                     f"{UNALIGNED}, for calls whose lengths are not multiples of 128; cells not "
                     "measured take the aligned table's ratio, else the first level's; shapes: "
                     "cells at models' exact shapes (batch x heads, head dim, Nq, Nk), read "
-                    "before the grid; sdpa_ms: cuDNN's ms at the first level (the processors' "
-                    "host margin); made by bench/route_table.py"}
+                    "before the grid; sdpa_ms: the stock ms at the first level (the "
+                    "processors' host margin); made by bench/route_table.py"}
 
 
 def markdown(rows, meta) -> str:
-    lines = [f"# Routing table: int8attn vs cuDNN SDPA ({meta['gpu']}, {meta['date']})", "",
+    lines = [f"# Routing table: int8attn vs PyTorch SDPA ({meta['gpu']}, {meta['date']})", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, int8attn {meta['int8attn']}; "
-             f"B={BATCH}, H = batch·heads / {BATCH}, fp16; ratio = cuDNN ms / int8attn ms "
-             f"(> 1: int8attn faster); – = not measured at that level; "
+             f"B={BATCH}, H = batch·heads / {BATCH}, fp16; ratio = stock ms / int8attn ms "
+             f"(> 1: int8attn faster), stock = the faster of SDPA's cuDNN backend and PyTorch's "
+             f"default SDPA (– where not timed); – = not measured at that level; "
              f"command: `{meta['command']}`", "",
-             "| B·H | D | Nq | Nk | cuDNN ms | flash ms | exact | balanced | fast | balanced cached | fast cached |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| B·H | D | Nq | Nk | cuDNN ms | SDPA ms | flash ms | exact | balanced | fast | "
+             "balanced cached | fast cached |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     # (Nq, Nk as run: + UNALIGNED in the rows of the unaligned table)
 
     def f(x):
@@ -265,7 +290,7 @@ def markdown(rows, meta) -> str:
         lines.append(
             f"| {r['batch_heads']} | {r['head_dim']} | {r['nq'] + r['offset']} | "
             f"{r['nk'] + r['offset']} | "
-            f"{t(ms.get('cudnn'))} | {t(ms.get('flash'))} | "
+            f"{t(ms.get('cudnn'))} | {t(ms.get('sdpa'))} | {t(ms.get('flash'))} | "
             f"{f(ra.get('exact'))} | {f(ra.get('balanced'))} | {f(ra.get('fast'))} | "
             f"{f(ra.get('balanced_cached'))} | {f(ra.get('fast_cached'))} |")
     models = [r for r in rows if r.get("model")]
@@ -274,7 +299,7 @@ def markdown(rows, meta) -> str:
                   "Measured at each layer's own shape (B, H, lengths); a call of exactly this "
                   "shape reads this cell, not the grid. Routed: where the processors' FAST calls "
                   "go.", "",
-                  "| layer | B·H | D | Nq | Nk | cuDNN ms | balanced ms | fast ms | balanced | "
+                  "| layer | B·H | D | Nq | Nk | stock ms | balanced ms | fast ms | balanced | "
                   "fast | FAST routed to |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in models:
@@ -282,10 +307,17 @@ def markdown(rows, meta) -> str:
             fast = ra.get("fast")
             lines.append(
                 f"| {r['model']} | {r['batch_heads']} | {r['head_dim']} | {r['nq']} | "
-                f"{r['nk']} | {t(ms.get('cudnn'))} | {t(ms.get('balanced'))} | "
+                f"{r['nk']} | {t(stock_ms(ms))} | {t(ms.get('balanced'))} | "
                 f"{t(ms.get('fast'))} | {f(ra.get('balanced'))} | {f(fast)} | "
-                f"{'—' if fast is None else ('SDPA' if fast < 1.0 else 'int8attn')} |")
+                f"{'—' if fast is None else routed_to(fast, stock_ms(ms))} |")
     return "\n".join(lines) + "\n"
+
+
+def routed_to(ratio: float, ms) -> str:
+    """Where the processors' rule (``int8attn._routing.routes_to_sdpa``) sends such a call."""
+    from int8attn import _routing
+
+    return "SDPA" if _routing.routes_to_sdpa(ratio, ms) else "int8attn"
 
 
 def parse_part(text: str):

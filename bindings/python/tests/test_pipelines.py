@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1224,3 +1227,57 @@ def test_shipped_tables_name_their_gpu():
     for t in shipped:
         assert t.device
         assert t.general or t.capability in general
+
+
+def _table_file(path, device, ratio):
+    data = {"device": device, "capability": [9, 0], "head_dims": [64], "batch_heads": [24],
+            "nq": [4096], "nk": [4096], "ratio": {"fast": {"64": [[[ratio]]]}}}
+    path.write_text(json.dumps(data))
+
+
+def test_tables_measured_on_the_users_machine_come_first(monkeypatch, tmp_path):
+    """INT8ATTN_ROUTING_DIR's tables are read before the package's: one for the user's own GPU
+    serves it (over a shipped table of the same GPU), named sm<cc>.json it serves the whole
+    capability; a file that is not a table is an error naming it."""
+    mine, also = tmp_path / "a", tmp_path / "b"
+    mine.mkdir()
+    also.mkdir()
+    _table_file(mine / "my-h200.json", "NVIDIA H200", 0.5)
+    _table_file(also / "sm90.json", "NVIDIA H100 80GB HBM3", 2.0)
+    monkeypatch.setenv(_routing.ROUTING_DIR_ENV, os.pathsep.join([str(mine), str(also), ""]))
+    monkeypatch.setattr(_routing, "_tables", None)
+    assert _routing.table_dirs()[:2] == [mine, also]
+    assert _routing.table_dirs()[-1] == _routing._TABLE_DIR
+    read = _routing.tables()
+    assert [t.path for t in read[:2]] == [str(mine / "my-h200.json"), str(also / "sm90.json")]
+    assert not read[0].general and read[1].general
+    assert len(read) == 2 + len(list(_routing._TABLE_DIR.glob("*.json")))
+    assert _routing.table_for((9, 0), "NVIDIA H200") is read[0]      # over sm90-h200.json
+    assert _routing.table_for((9, 0), "NVIDIA H800") is read[1]      # over the shipped sm90
+    assert _routing.describe()[0]["path"] == str(mine / "my-h200.json")
+    (also / "broken.json").write_text("{not json")
+    monkeypatch.setattr(_routing, "_tables", None)
+    with pytest.raises(ValueError, match="broken.json"):
+        _routing.tables()
+    monkeypatch.setattr(_routing, "_tables", None)  # the next test reads the shipped ones
+
+
+def test_route_table_compares_with_the_faster_stock_path():
+    """bench/route_table.py's baseline: the faster of SDPA's cuDNN backend and PyTorch's
+    default, so a table measured where the default is faster (flash) stays conservative; its
+    markdown routes by the package's rule."""
+    bench = Path(__file__).resolve().parents[3] / "bench"
+    if not (bench / "route_table.py").is_file():
+        pytest.skip("needs the repository's bench/ (tests run outside a checkout)")
+    sys.path.insert(0, str(bench))
+    try:
+        import route_table as rt
+    finally:
+        sys.path.pop(0)
+    assert rt.stock_ms({"cudnn": 0.4, "sdpa": 0.3}) == 0.3
+    assert rt.stock_ms({"cudnn": 0.4}) == 0.4                      # rows of older runs
+    assert rt.stock_ms({"cudnn": None, "sdpa": 0.3}) == 0.3          # cuDNN refused the shape
+    assert rt.stock_ms({"flash": 0.1}) is None                       # flash is not the baseline
+    assert rt.routed_to(1.04, 1.0) == "SDPA"                         # under MIN_RATIO
+    assert rt.routed_to(1.2, 0.05) == "SDPA"                         # saves 8 us
+    assert rt.routed_to(1.2, 0.5) == "int8attn"

@@ -23,19 +23,26 @@ per cell (``sdpa_ms``) for that; a table without them routes by the ratio alone.
 Tables live in ``routing/*.json`` inside the package. ``sm<major><minor>.json`` serves every GPU
 of that compute capability; ``sm<major><minor>-<gpu>.json`` only GPUs whose name is its
 ``device`` (an H200 and an H100 are both sm_90, but the H200's faster memory makes int8attn's
-K/V preparation cheaper, which moves the ratio at image shapes by several percent). A GPU
-without a table (and every CPU call) always takes int8attn, since there is nothing measured to
-decide with. The decisions are cached per shape, so a call pays one dict lookup.
+K/V preparation cheaper, which moves the ratio at image shapes by several percent). Tables in
+the folders of the environment variable ``INT8ATTN_ROUTING_DIR`` (separated like ``PATH``)
+come first: a GPU without a shipped table (an RTX 4090, an A100) gets one by running
+``bench/route_table.py --table $INT8ATTN_ROUTING_DIR/sm89-rtx4090.json`` on it, and a table
+measured on the user's own machine overrides the shipped one of the same GPU. A GPU without a
+table (and every CPU call) always takes int8attn, since there is nothing measured to decide
+with. The decisions are cached per shape, so a call pays one dict lookup.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 _TABLE_DIR = Path(__file__).resolve().parent / "routing"
+#: Folders of tables measured on the user's machines, read before the package's.
+ROUTING_DIR_ENV = "INT8ATTN_ROUTING_DIR"
 _MODE_NAMES = {1: "exact", 2: "balanced", 3: "fast"}
 
 #: GPU time (µs) a call must save for int8attn to take it: twice the most host time a call
@@ -85,14 +92,16 @@ class RouteTable:
         shapes: The exact cells, ``(mode, head_dim, nq, nk, batch_heads) -> (ratio, model)``.
         general: Whether it serves every GPU of its capability (``sm<cc>.json``) rather than
             only GPUs named ``device`` (``sm<cc>-<gpu>.json``); set by :func:`tables`.
+        path: The file it was read from ("" when built from a dict).
     """
 
     def __init__(self, data: Dict[str, Any]) -> None:
         self.device = str(data.get("device", ""))
         self.capability = tuple(int(x) for x in data["capability"])
         self.source = str(data.get("source", ""))
-        # set by tables(): whether it serves every GPU of its capability
+        # set by tables(): whether it serves every GPU of its capability, and its file
         self.general = True
+        self.path = ""
         self.head_dims: List[int] = sorted(int(d) for d in data["head_dims"])
         self.batch_heads: List[int] = [int(x) for x in data["batch_heads"]]
         self.nq: List[int] = [int(x) for x in data["nq"]]
@@ -205,24 +214,38 @@ _decisions: Dict[Tuple[Any, ...], bool] = {}
 _devices: Dict[int, Tuple[Tuple[int, int], str]] = {}
 
 
+def table_dirs() -> List[Path]:
+    """Where tables are read from, in order: the folders of ``INT8ATTN_ROUTING_DIR``, then the
+    package's own."""
+    user = [Path(d) for d in os.environ.get(ROUTING_DIR_ENV, "").split(os.pathsep) if d]
+    return [*user, _TABLE_DIR]
+
+
+def _read_table(path: Path) -> RouteTable:
+    try:
+        t = RouteTable(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"routing table {path}: cannot be read ({exc}); remove it or measure "
+                         "it again with bench/route_table.py --table") from exc
+    t.general = path.stem == f"sm{t.capability[0]}{t.capability[1]}"
+    t.path = str(path)
+    return t
+
+
 def tables() -> List[RouteTable]:
-    """Every table shipped in the package; a capability's general table (``sm<cc>.json``) is
-    marked ``general``, the others serve only their ``device``."""
+    """Every table, the user's folders' first (:func:`table_dirs`); a capability's general table
+    (``sm<cc>.json``) is marked ``general``, the others serve only their ``device``. A file
+    that is not a table raises ``ValueError`` naming it."""
     global _tables
     if _tables is None:
-        found: List[RouteTable] = []
-        if _TABLE_DIR.is_dir():
-            for path in sorted(_TABLE_DIR.glob("*.json")):
-                t = RouteTable(json.loads(path.read_text()))
-                t.general = path.stem == f"sm{t.capability[0]}{t.capability[1]}"
-                found.append(t)
-        _tables = found
+        _tables = [_read_table(path) for d in table_dirs() if d.is_dir()
+                   for path in sorted(d.glob("*.json"))]
     return _tables
 
 
 def table_for(capability: Tuple[int, int], device: str = "") -> Optional[RouteTable]:
     """The table measured on a GPU named ``device``, else the general table of its compute
-    capability, if one was measured."""
+    capability, if one was measured; of two, the one read first (:func:`tables`)."""
     same = [t for t in tables() if t.capability == tuple(capability)]
     return (next((t for t in same if device and t.device == device), None)
             or next((t for t in same if t.general), None))
@@ -287,7 +310,7 @@ def describe() -> List[Dict[str, Any]]:
                 "routed_to_sdpa": routes_to_sdpa(r, ms)}
 
     return [{"device": t.device, "capability": t.capability, "source": t.source,
-             "general": t.general,
+             "general": t.general, "path": t.path,
              "routed_to_sdpa": routed(t, t.ratio, 0),
              "unaligned_offset": t.unaligned_offset,
              "routed_to_sdpa_unaligned": routed(t, t.ratio_unaligned, t.unaligned_offset),
