@@ -12,6 +12,7 @@ import inspect
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -368,7 +369,12 @@ def test_prefer_sdpa_uses_the_device_table(monkeypatch):
     assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 24)      # measured faster
     assert _routing.prefer_sdpa(0, 3, 64, 4096, 1024, 24)          # slower with 24 heads,
     assert not _routing.prefer_sdpa(0, 3, 64, 4096, 1024, 96)      # faster with 96
-    assert not _routing.prefer_sdpa(1, 3, 64, 4096, 77, 24)        # no table for sm80
+    monkeypatch.setattr(_routing, "_warned", set())
+    with pytest.warns(int8attn.NoRoutingTableWarning, match=r"sm80 GPU \(sm_80\).*INT8ATTN_"):
+        assert not _routing.prefer_sdpa(1, 3, 64, 4096, 77, 24)    # no table for sm80
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                              # once per GPU
+        assert not _routing.prefer_sdpa(1, 3, 64, 4096, 4096, 24)
     assert not _routing.prefer_sdpa(-1, 3, 64, 4096, 77, 24)       # CPU
     assert not _routing.prefer_sdpa(0, 2, 64, 4096, 77, 24)        # mode not measured
     # the route rule of the processors: EXACT always SDPA on a GPU, never with "always"

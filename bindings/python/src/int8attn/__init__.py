@@ -63,7 +63,7 @@ from ._api import (
 )
 
 from ._sage import sageattn
-from ._routing import describe as routing_tables
+from ._routing import NoRoutingTableWarning, describe as routing_tables
 from . import _lib as _l
 from . import _torch_hook
 
@@ -83,7 +83,7 @@ except ImportError:  # pragma: no cover - Python < 3.8
 __all__ = [
     "ABI_VERSION", "Context", "DeviceError", "Int8AttnError", "InternalError",
     "InvalidArgumentError", "KVCache", "LibraryNotFoundError", "Mode",
-    "ModeOverridesPolicyWarning", "NotSupportedError",
+    "ModeOverridesPolicyWarning", "NoRoutingTableWarning", "NotSupportedError",
     "OutOfMemoryError", "TimestepPolicy", "attention", "default_context", "devices", "features",
     "forward_workspace_size", "info", "last_error", "library_path", "parse_mode",
     "predict_block_mask", "quantize", "rms_norm", "rotary", "routing_tables", "sageattn",

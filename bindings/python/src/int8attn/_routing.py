@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -209,9 +210,18 @@ class RouteTable:
         return t * work
 
 
+class NoRoutingTableWarning(UserWarning):
+    """A CUDA call on a GPU that no routing table was measured on: every call int8attn can
+    take runs int8attn there, measured faster than stock or not. Issued once per GPU; measure
+    the GPU (``bench/route_table.py --table $INT8ATTN_ROUTING_DIR/my-gpu.json``, see
+    ``docs/diffusers.md``) or silence it with
+    ``warnings.simplefilter("ignore", int8attn.NoRoutingTableWarning)``."""
+
+
 _tables: Optional[List[RouteTable]] = None
 _decisions: Dict[Tuple[Any, ...], bool] = {}
 _devices: Dict[int, Tuple[Tuple[int, int], str]] = {}
+_warned: set = set()
 
 
 def table_dirs() -> List[Path]:
@@ -275,6 +285,14 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
     decision = False
     if device_index >= 0:
         table = table_for(*_device(device_index))
+        if table is None and device_index not in _warned:
+            _warned.add(device_index)
+            (major, minor), name = _device(device_index)
+            warnings.warn(
+                f"int8attn: no routing table for {name} (sm_{major}{minor}): every call "
+                "int8attn can take runs int8attn, faster than PyTorch SDPA or not; measure "
+                f"one with bench/route_table.py --table ${ROUTING_DIR_ENV}/my-gpu.json "
+                "(docs/diffusers.md)", NoRoutingTableWarning, stacklevel=2)
         if table is not None:
             r = table.ratio_for(mode, head_dim, nq, nk, batch_heads)
             decision = routes_to_sdpa(r, table.sdpa_ms_for(head_dim, nq, nk, batch_heads)
@@ -284,8 +302,10 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
 
 
 def describe() -> List[Dict[str, Any]]:
-    """The shipped tables and, per mode, head dim and batch × heads, the shapes (Nq, Nk) routed
-    to SDPA (for docs and ``int8attn.info()``-style reports): ``routed_to_sdpa`` for lengths
+    """Every table read, in the order :func:`tables` reads them (the user's folders' first),
+    each with its ``device``, ``capability``, ``source``, ``general`` (serves its whole
+    capability) and ``path``, and, per mode, head dim and batch × heads, the shapes (Nq, Nk)
+    routed to SDPA (for docs and ``int8attn.info()``-style reports): ``routed_to_sdpa`` for lengths
     that are multiples of 128, ``routed_to_sdpa_unaligned`` for others, as measured (the grid's
     lengths + ``unaligned_offset``), and ``shapes``: the exact model-shape cells, each with its
     ratio and whether it goes to SDPA."""
