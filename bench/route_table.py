@@ -239,8 +239,8 @@ def table_json(rows, dims, meta) -> dict:
     def sdpa_ms(d, offset):  # cuDNN's times at the first level (the processors' host margin)
         def t(a, b):
             r = at.get((BATCH * HEADS[0], d, a, b, offset))
-            t = stock_ms(r["ms"]) if r else None
-            return round(t, 4) if t else None
+            ms = stock_ms(r["ms"]) if r else None
+            return round(ms, 4) if ms else None
         return [[t(a, b) for b in nk] for a in nq]
 
     ratio, ratio_unaligned = {}, {}

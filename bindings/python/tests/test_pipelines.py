@@ -1265,6 +1265,10 @@ def test_tables_measured_on_the_users_machine_come_first(monkeypatch, tmp_path):
     monkeypatch.setattr(_routing, "_tables", None)
     with pytest.raises(ValueError, match="broken.json"):
         _routing.tables()
+    monkeypatch.setenv(_routing.ROUTING_DIR_ENV, str(tmp_path / "typo"))
+    monkeypatch.setattr(_routing, "_tables", None)
+    with pytest.raises(ValueError, match="INT8ATTN_ROUTING_DIR: no such folder: .*typo"):
+        _routing.tables()
     monkeypatch.setattr(_routing, "_tables", None)  # the next test reads the shipped ones
 
 

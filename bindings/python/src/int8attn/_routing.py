@@ -17,8 +17,8 @@ multiples of 128 slower, so such calls read a second grid measured at unaligned 
 A call also goes to SDPA where int8attn is faster but saves less GPU time than
 :data:`HOST_MARGIN_US`: a call through int8attn's processors costs more host time than the stock
 processor's, and a UNet's eager step is host-bound (SDXL: 140 attention calls), so a call that
-saves a few microseconds of GPU time makes such a step slower. The tables hold cuDNN's time
-per cell (``sdpa_ms``) for that; a table without them routes by the ratio alone.
+saves a few microseconds of GPU time makes such a step slower. The tables hold the stock
+path's time per cell (``sdpa_ms``) for that; a table without them routes by the ratio alone.
 
 Tables live in ``routing/*.json`` inside the package. ``sm<major><minor>.json`` serves every GPU
 of that compute capability; ``sm<major><minor>-<gpu>.json`` only GPUs whose name is its
@@ -226,8 +226,12 @@ _warned: set = set()
 
 def table_dirs() -> List[Path]:
     """Where tables are read from, in order: the folders of ``INT8ATTN_ROUTING_DIR``, then the
-    package's own."""
+    package's own. A folder named there that does not exist raises ``ValueError`` (a mistyped
+    path would otherwise leave the GPU on another table without a word)."""
     user = [Path(d) for d in os.environ.get(ROUTING_DIR_ENV, "").split(os.pathsep) if d]
+    missing = [str(d) for d in user if not d.is_dir()]
+    if missing:
+        raise ValueError(f"{ROUTING_DIR_ENV}: no such folder: {', '.join(missing)}")
     return [*user, _TABLE_DIR]
 
 
@@ -284,10 +288,10 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
         return hit
     decision = False
     if device_index >= 0:
-        table = table_for(*_device(device_index))
+        (major, minor), name = _device(device_index)
+        table = table_for((major, minor), name)
         if table is None and device_index not in _warned:
             _warned.add(device_index)
-            (major, minor), name = _device(device_index)
             warnings.warn(
                 f"int8attn: no routing table for {name} (sm_{major}{minor}): every call "
                 "int8attn can take runs int8attn, faster than PyTorch SDPA or not; measure "
