@@ -32,8 +32,8 @@ class ModelSpec:
         cls: diffusers class name.
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
-        family: Which input builder applies ("unet", "sd3", "flux", "qwenimage", "zimage",
-            "wan", "hunyuan", "ltx", "cogvideox").
+        family: Which input builder applies ("unet", "pixart", "sd3", "flux", "qwenimage",
+            "zimage", "wan", "hunyuan", "ltx", "cogvideox").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -108,6 +108,18 @@ _SDXL_UNET = dict(
     addition_embed_type="text_time", addition_time_embed_dim=256,
     projection_class_embeddings_input_dim=2816,  # 1280 (pooled text) + 6 * 256 (time ids)
     upcast_attention=False,  # null in the JSON
+)
+
+_PIXART_SIGMA = dict(
+    # PixArt-alpha/PixArt-Sigma-XL-2-1024-MS, transformer/config.json: self-attention over the
+    # image, cross-attention to 300 T5 tokens under the prompt's padding mask (diffusers makes it
+    # additive: 0 or -10000), AdaLN-single, no micro-conditions
+    num_attention_heads=16, attention_head_dim=72, in_channels=4, out_channels=8, num_layers=28,
+    norm_num_groups=32, cross_attention_dim=1152, attention_bias=True, sample_size=128,
+    patch_size=2, activation_fn="gelu-approximate", num_embeds_ada_norm=1000,
+    upcast_attention=False, norm_type="ada_norm_single", norm_elementwise_affine=False,
+    norm_eps=1e-6, interpolation_scale=2, use_additional_conditions=False, caption_channels=4096,
+    attention_type="default",
 )
 
 _SD3_MEDIUM = dict(
@@ -268,6 +280,18 @@ FULL: Dict[str, ModelSpec] = {
         source="stabilityai/stable-diffusion-xl-base-1.0 unet/config.json",
         attention="70 transformer blocks: self-attention over 4096 tokens (10 heads x 64) and "
                   "1024 tokens (20 heads x 64) + cross-attention to 77 tokens"),
+    "pixart": ModelSpec(
+        name="pixart", cls="PixArtTransformer2DModel", config=_PIXART_SIGMA, dtype="float16",
+        family="pixart",
+        # an empty negative prompt is one T5 token (its end), a prompt a few dozen
+        inputs=dict(batch=2, latent=(128, 128), channels=4, text_tokens=300,
+                    text_valid=(1, 48), text_dim=4096),
+        description="PixArt-Sigma, 1024x1024 (latent 128x128 -> 4096 patches), CFG batch 2, "
+                    "300 text tokens of which 1 and 48 valid (the rest padding, masked)",
+        source="PixArt-alpha/PixArt-Sigma-XL-2-1024-MS transformer/config.json",
+        attention="28 blocks: self-attention over 4096 tokens + cross-attention to 300 masked "
+                  "text tokens, 16 heads x 72",
+        depth=("num_layers",)),
     "sd3": ModelSpec(
         name="sd3", cls="SD3Transformer2DModel", config=_SD3_MEDIUM, dtype="bfloat16",
         family="sd3",
@@ -389,6 +413,14 @@ TINY: Dict[str, ModelSpec] = {
         projection_class_embeddings_input_dim=32 + 6 * 8),
         dict(batch=2, latent=(16, 16), channels=4, text_tokens=8, text_dim=32,
              text_embeds_dim=32, time_ids=(128, 128, 0, 0, 128, 128))),
+    "pixart": _tiny(FULL["pixart"], dict(
+        num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=8,
+        num_layers=2, norm_num_groups=8, cross_attention_dim=32, sample_size=24,
+        norm_type="ada_norm_single", norm_elementwise_affine=False, norm_eps=1e-6,
+        interpolation_scale=1, use_additional_conditions=False, caption_channels=24),
+        # 144 image tokens: its self-attention takes the quantized path (over 128 keys)
+        dict(batch=2, latent=(24, 24), channels=4, text_tokens=12, text_valid=(1, 7),
+             text_dim=24)),
     "sd3": _tiny(FULL["sd3"], dict(
         sample_size=16, patch_size=2, in_channels=4, out_channels=4, num_layers=2,
         attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
@@ -480,6 +512,17 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
             time_ids = torch.tensor([list(s["time_ids"])] * b, device=device, dtype=dtype)
             kw["added_cond_kwargs"] = dict(text_embeds=randn(b, s["text_embeds_dim"]),
                                            time_ids=time_ids)
+    elif spec.family == "pixart":
+        h, w = s["latent"]
+        # the pipeline's prompt masks (1 valid, 0 padding; one valid count per row), its
+        # scheduler's int64 timesteps, and no micro-conditions (PixArt-Sigma)
+        mask = torch.zeros(b, s["text_tokens"], device=device, dtype=torch.long)
+        for row, valid in enumerate(s["text_valid"]):
+            mask[row, :valid] = 1
+        kw = dict(hidden_states=randn(b, s["channels"], h, w), encoder_hidden_states=text,
+                  encoder_attention_mask=mask,
+                  timestep=torch.full((b,), 500, device=device, dtype=torch.long),
+                  added_cond_kwargs=dict(resolution=None, aspect_ratio=None))
     elif spec.family == "sd3":
         h, w = s["latent"]
         kw = dict(hidden_states=randn(b, s["channels"], h, w), encoder_hidden_states=text,

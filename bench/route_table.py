@@ -89,6 +89,7 @@ MODEL_SHAPES = (
     ("sdxl 1024-token text", 2, 20, 64, 1024, 77),
     ("pixart 1024px self", 2, 16, 72, 4096, 4096),
     ("pixart 1024px text", 2, 16, 72, 4096, 120),
+    ("pixart-sigma 1024px text", 2, 16, 72, 4096, 300),
     ("sd3 1024px joint", 2, 24, 64, 4429, 4429),
     ("flux 1024px joint", 1, 24, 128, 4608, 4608),
     ("flux 2048px joint", 1, 24, 128, 16896, 16896),

@@ -664,6 +664,36 @@ def test_diffusers_models_eager(name):
 
 
 @needs_diffusers
+def test_pixart_prompt_masks_run_int8attn():
+    """PixArt-Sigma (the standard processor on a DiT; bench/pipeline.py's tiny config): its
+    cross-attention under the prompts' padding masks (diffusers' additive -10000 bias, a valid
+    length per row, 1 for an empty negative prompt) runs int8attn with k_lengths, close to stock
+    with the mask and not to stock without it; its 144-token self-attention runs BALANCED; under
+    torch.compile the graph has no break."""
+    P, pm = _bench_models()
+    spec = pm.TINY["pixart"]
+    cpu = torch.device("cpu")
+    model = P.build_model(spec, cpu)
+    inputs = pm.make_inputs(spec, cpu)
+    with torch.no_grad():
+        ref = P.prediction(model(**inputs))
+        unmasked = P.prediction(model(**{**inputs, "encoder_attention_mask": None}))
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    proc = model._int8attn_processor
+    with torch.no_grad():
+        out = P.prediction(model(**inputs))
+    assert rel_l1(out, ref) < 0.002 and rel_l1(unmasked, ref) > 0.02
+    assert proc.stats["swapped_modules"] == 4  # two blocks' self- and cross-attention
+    assert proc.stats["int8attn"] == 4 and proc.stats["fallback"] == 0
+    with torch.no_grad():
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(model)(**inputs)
+        assert explanation.graph_break_count == 0, explanation.break_reasons
+        compiled = P.prediction(torch.compile(model, backend="aot_eager")(**inputs))
+    assert rel_l1(compiled, ref) < 0.002
+
+
+@needs_diffusers
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("sequence_dim", [1, 2])
 def test_lean_rotary_is_bit_identical(dtype, sequence_dim):
