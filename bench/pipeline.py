@@ -3,7 +3,7 @@
 
 Each model of ``pipeline_models.py`` (SD1.5, SDXL, PixArt-Sigma, SD3-medium, SD3.5-large,
 FLUX.1-dev at 1024 and 2048 px, Qwen-Image, Z-Image, Wan2.1 1.3B and 14B, HunyuanVideo,
-LTX-Video, CogVideoX-2B) is built once from its published config with random weights (fixed
+LTX-Video, CogVideoX-2B, Mochi) is built once from its published config with random weights (fixed
 seed; nothing is downloaded) in the dtype users run it in, and one sampler step — one forward
 call of the denoiser on the CFG batch — is timed under each configuration:
 
@@ -384,18 +384,24 @@ def prediction(output: Any) -> torch.Tensor:
 
 def attention_processors(model: torch.nn.Module) -> Dict[str, Any]:
     """Every attention module's processor under ``"<module name>.processor"``: diffusers'
-    ``attn_processors``, also for models without that property (Z-Image)."""
+    ``attn_processors``, also for models without that property (Z-Image) and for attention
+    modules without ``set_processor`` (Mochi), as ``replace_attention_with_int8`` finds them."""
+    from int8attn._processors import _processor_setter
+
     return {f"{name}.processor": mod.processor for name, mod in model.named_modules()
-            if callable(getattr(mod, "set_processor", None)) and hasattr(mod, "processor")}
+            if _processor_setter(mod) is not None}
 
 
 def restore(model: torch.nn.Module, saved: Dict[str, Any]) -> None:
     """Put the original processors (``attention_processors``' dict) back, module by module,
     and check that every one is back."""
+    from int8attn._processors import _processor_setter
+
     for name, mod in model.named_modules():
         key = f"{name}.processor"
-        if key in saved:
-            mod.set_processor(saved[key])
+        setter = _processor_setter(mod) if key in saved else None
+        if setter is not None:
+            setter(saved[key])
     if attention_processors(model) != saved:
         raise RuntimeError("could not restore the original attention processors")
     if "_int8attn_processor" in model.__dict__:

@@ -33,7 +33,7 @@ class ModelSpec:
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
         family: Which input builder applies ("unet", "pixart", "sd3", "flux", "qwenimage",
-            "zimage", "wan", "hunyuan", "ltx", "cogvideox").
+            "zimage", "wan", "hunyuan", "ltx", "cogvideox", "mochi").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -200,6 +200,15 @@ _LTX_VIDEO = dict(
     attention_out_bias=True,
 )
 
+_MOCHI = dict(
+    # genmo/mochi-1-preview, transformer/config.json (the class defaults): joint attention over
+    # the video and each sample's valid text tokens, one SDPA call per sample (the processor
+    # drops the padded text tokens instead of masking them)
+    patch_size=2, num_attention_heads=24, attention_head_dim=128, num_layers=48,
+    pooled_projection_dim=1536, in_channels=12, out_channels=None, qk_norm="rms_norm",
+    text_embed_dim=4096, time_embed_dim=256, activation_fn="swiglu", max_sequence_length=256,
+)
+
 _COGVIDEOX_2B = dict(
     # THUDM/CogVideoX-2b, transformer/config.json (2B uses sin-cos position embeddings; RoPE is
     # the 5B's)
@@ -364,6 +373,17 @@ FULL: Dict[str, ModelSpec] = {
         attention="28 blocks: self-attention over 7392 tokens + cross-attention to 128 masked "
                   "text tokens, 32 heads x 64",
         depth=("num_layers",)),
+    "mochi": ModelSpec(
+        name="mochi", cls="MochiTransformer3DModel", config=_MOCHI, dtype="bfloat16",
+        family="mochi",
+        inputs=dict(batch=2, channels=12, frames=15, latent=(60, 106), text_tokens=256,
+                    text_valid=(1, 48), text_dim=4096),
+        description="Mochi 1 preview, 848x480 85 frames (latent 15x60x106 -> 23850 tokens), "
+                    "CFG batch 2, 256 text tokens of which 1 and 48 valid",
+        source="genmo/mochi-1-preview transformer/config.json",
+        attention="48 blocks: joint self-attention over 23850 video + each sample's valid text "
+                  "tokens (one call per sample), 24 heads x 128",
+        depth=("num_layers",)),
     "cogvideox": ModelSpec(
         name="cogvideox", cls="CogVideoXTransformer3DModel", config=_COGVIDEOX_2B,
         dtype="bfloat16", family="cogvideox",
@@ -472,6 +492,13 @@ TINY: Dict[str, ModelSpec] = {
         cross_attention_dim=32, num_layers=2, caption_channels=32),
         dict(batch=2, channels=8, frames=2, latent=(4, 4), text_tokens=8, text_valid=5,
              text_dim=32, frame_rate=25)),
+    "mochi": _tiny(FULL["mochi"], dict(
+        patch_size=2, num_attention_heads=2, attention_head_dim=16, num_layers=2,
+        pooled_projection_dim=16, in_channels=4, out_channels=None, qk_norm="rms_norm",
+        text_embed_dim=32, time_embed_dim=4, activation_fn="swiglu", max_sequence_length=16),
+        # 3 frames of 8 x 8 patches: 192 video tokens, over 128 keys (the quantized path)
+        dict(batch=2, channels=4, frames=3, latent=(16, 16), text_tokens=16, text_valid=(1, 11),
+             text_dim=32)),
     "cogvideox": _tiny(FULL["cogvideox"], dict(
         num_attention_heads=2, attention_head_dim=16, in_channels=4, out_channels=4,
         time_embed_dim=16, text_embed_dim=32, num_layers=2, sample_width=8, sample_height=8,
@@ -575,6 +602,15 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
                   timestep=torch.full((b,), 500.0, device=device), encoder_attention_mask=mask,
                   num_frames=f, height=h, width=w,
                   rope_interpolation_scale=(8 / s["frame_rate"], 32, 32))
+    elif spec.family == "mochi":
+        h, w = s["latent"]
+        mask = torch.zeros(b, s["text_tokens"], device=device, dtype=torch.long)
+        for row, valid in enumerate(s["text_valid"]):
+            mask[row, :valid] = 1
+        # the pipeline passes the flow-matching t in the latents' dtype
+        kw = dict(hidden_states=randn(b, s["channels"], s["frames"], h, w),
+                  encoder_hidden_states=text, encoder_attention_mask=mask,
+                  timestep=torch.full((b,), 500.0, device=device, dtype=dtype))
     elif spec.family == "cogvideox":
         h, w = s["latent"]
         kw = dict(hidden_states=randn(b, s["frames"], s["channels"], h, w),

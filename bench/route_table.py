@@ -102,6 +102,7 @@ MODEL_SHAPES = (
     ("z-image 1024px joint", 1, 30, 128, 4224, 4224),
     ("z-image 1024px image refiner", 1, 30, 128, 4096, 4096),
     ("ltx-video 704x512 self", 2, 32, 64, 7392, 7392),
+    ("mochi 848x480 85f joint", 1, 24, 128, 23898, 23898),
 )
 
 

@@ -694,6 +694,36 @@ def test_pixart_prompt_masks_run_int8attn():
 
 
 @needs_diffusers
+def test_mochi_attention_without_set_processor_is_wrapped():
+    """Mochi's attention modules hold their processor in ``.processor`` but have no
+    ``set_processor``: they are wrapped all the same (before, the model kept stock attention
+    with a "found no attention module" warning), each sample's joint call (video + its valid
+    text tokens) runs int8attn, and the benchmark's restore puts the stock processors back."""
+    P, pm = _bench_models()
+    spec = pm.TINY["mochi"]
+    cpu = torch.device("cpu")
+    model = P.build_model(spec, cpu)
+    inputs = pm.make_inputs(spec, cpu)
+    saved = P.attention_processors(model)
+    assert len(saved) == 2 and not any(hasattr(m, "set_processor") for m in model.modules()
+                                       if hasattr(m, "processor"))
+    with torch.no_grad():
+        ref = P.prediction(model(**inputs))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "found no attention module"
+        int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    proc = model._int8attn_processor
+    with torch.no_grad():
+        out = P.prediction(model(**inputs))
+    assert rel_l1(out, ref) < 0.01
+    assert proc.stats["wrapped_modules"] == 2
+    assert proc.stats["int8attn"] == 4 and proc.stats["fallback"] == 0  # 2 blocks x 2 samples
+    P.restore(model, saved)
+    with torch.no_grad():
+        assert torch.equal(P.prediction(model(**inputs)), ref)
+
+
+@needs_diffusers
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("sequence_dim", [1, 2])
 def test_lean_rotary_is_bit_identical(dtype, sequence_dim):

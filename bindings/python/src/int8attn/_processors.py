@@ -753,6 +753,27 @@ def _iter_modules(obj: Any) -> Iterator[torch.nn.Module]:
                 yield m
 
 
+def _processor_setter(m: torch.nn.Module) -> Optional[Callable[[Any], None]]:
+    """How to give attention module ``m`` another processor: its ``set_processor`` (diffusers'
+    ``Attention`` and ``AttentionModuleMixin``); for a module that only holds one of diffusers'
+    attention processors in ``.processor`` and calls it from its forward (Mochi's
+    ``MochiAttention`` has no ``set_processor``), assigning the attribute; None for any other
+    module."""
+    if not hasattr(m, "processor"):
+        return None
+    setter = getattr(m, "set_processor", None)
+    if callable(setter):
+        return setter
+    cur = m.processor
+    if isinstance(cur, Int8SDPAProcessor):
+        cur = cur.inner
+    kind = type(cur)
+    if (cur is None or not callable(cur) or not kind.__module__.startswith("diffusers.")
+            or "AttnProcessor" not in kind.__name__):
+        return None
+    return lambda new: setattr(m, "processor", new)
+
+
 def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
                                 policy: Optional[TimestepPolicy] = None,
                                 num_inference_steps: Optional[int] = None,
@@ -761,7 +782,9 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
     """Swap the attention processors of a diffusers pipeline (or any ``nn.Module``) for
     int8attn ones.
 
-    Every module with a ``set_processor`` method and a ``processor`` attribute is changed:
+    Every module with a ``set_processor`` method and a ``processor`` attribute is changed (and
+    every module holding one of diffusers' attention processors in ``processor`` without a
+    ``set_processor``, as Mochi's does):
     standard processors (``AttnProcessor2_0`` and friends) become one shared
     :class:`Int8AttnProcessor`; SD3's ``JointAttnProcessor2_0`` becomes an
     :class:`~int8attn._joint.Int8JointAttnProcessor` over it (both counted as swapped); others
@@ -815,20 +838,21 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
                              cache_text_kv=cache_text_kv)
     swapped = wrapped = norms = 0
     for m in _iter_modules(pipe_or_module):
-        if not (callable(getattr(m, "set_processor", None)) and hasattr(m, "processor")):
+        set_processor = _processor_setter(m)
+        if set_processor is None:
             continue
         cur = m.processor
         if isinstance(cur, Int8SDPAProcessor):
             cur = cur.inner
         name = type(cur).__name__ if cur is not None else "AttnProcessor2_0"
         if name in _STANDARD_PROCESSORS:
-            m.set_processor(proc)
+            set_processor(proc)
             swapped += 1
         elif name in _JOINT_PROCESSORS:
-            m.set_processor(Int8JointAttnProcessor(proc))
+            set_processor(Int8JointAttnProcessor(proc))
             swapped += 1
         elif wrap_other_processors:
-            m.set_processor(Int8SDPAProcessor(cur, proc))
+            set_processor(Int8SDPAProcessor(cur, proc))
             wrapped += 1
         else:
             continue
@@ -840,8 +864,9 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
         # Most likely not a diffusers model/pipeline (or one without attention processors):
         # the caller would otherwise see stock speed and no error.
         warnings.warn(f"replace_attention_with_int8: found no attention module (a module with "
-                      f"set_processor() and .processor) in {type(pipe_or_module).__name__}; "
-                      "nothing was changed", UserWarning, stacklevel=2)
+                      f"set_processor() and .processor, or holding a diffusers attention "
+                      f"processor) in {type(pipe_or_module).__name__}; nothing was changed",
+                      UserWarning, stacklevel=2)
     try:
         setattr(pipe_or_module, "_int8attn_processor", proc)
     except (AttributeError, TypeError):  # pragma: no cover - frozen objects
