@@ -33,7 +33,7 @@ class ModelSpec:
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
         family: Which input builder applies ("unet", "pixart", "sd3", "flux", "qwenimage",
-            "zimage", "wan", "hunyuan", "ltx", "cogvideox", "mochi").
+            "zimage", "wan", "hunyuan", "ltx", "cogvideox", "mochi", "flux2").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -146,6 +146,15 @@ _FLUX_DEV = dict(
     pooled_projection_dim=768, guidance_embeds=True, axes_dims_rope=(16, 56, 56),
 )
 
+_FLUX2_DEV = dict(
+    # black-forest-labs/FLUX.2-dev, transformer/config.json (the class defaults): 8 double- and
+    # 48 single-stream blocks, text from three of Mistral-Small-3.1's layers (3 x 5120 channels)
+    patch_size=1, in_channels=128, out_channels=None, num_layers=8, num_single_layers=48,
+    attention_head_dim=128, num_attention_heads=48, joint_attention_dim=15360,
+    timestep_guidance_channels=256, mlp_ratio=3.0, axes_dims_rope=(32, 32, 32, 32),
+    rope_theta=2000, eps=1e-6, guidance_embeds=True,
+)
+
 _WAN21_13B = dict(
     # Wan-AI/Wan2.1-T2V-1.3B-Diffusers, transformer/config.json
     patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
@@ -239,6 +248,22 @@ def _flux(name: str, px: int) -> ModelSpec:
         depth=("num_layers", "num_single_layers"))
 
 
+def _flux2(name: str, px: int) -> ModelSpec:
+    side = px // 16  # VAE /8, then 2x2 packing
+    n_img = side * side
+    return ModelSpec(
+        name=name, cls="Flux2Transformer2DModel", config=_FLUX2_DEV, dtype="bfloat16",
+        family="flux2",
+        inputs=dict(batch=1, side=side, channels=128, text_tokens=512, text_dim=15360,
+                    guidance=4.0),
+        description=f"FLUX.2-dev {px}x{px}, batch 1 (guidance-distilled, no CFG), "
+                    f"{n_img} image + 512 text tokens",
+        source="black-forest-labs/FLUX.2-dev transformer/config.json",
+        attention=f"8 double + 48 single blocks, joint self-attention over {n_img}+512 = "
+                  f"{n_img + 512} tokens, 48 heads x 128",
+        depth=("num_layers", "num_single_layers"))
+
+
 def _wan(name: str, config: Dict[str, Any], size: str, px: Tuple[int, int],
          latent: Tuple[int, int]) -> ModelSpec:
     tokens = 21 * (latent[0] // 2) * (latent[1] // 2)  # 81 frames: 21 latent frames, 2x2 patches
@@ -324,6 +349,7 @@ FULL: Dict[str, ModelSpec] = {
         depth=("num_layers",)),
     "flux1024": _flux("flux1024", 1024),
     "flux2048": _flux("flux2048", 2048),
+    "flux2": _flux2("flux2", 1024),
     "qwenimage": _qwen_image("qwenimage", 1024),
     "qwenimage1328": _qwen_image("qwenimage1328", 1328),
     "zimage": ModelSpec(
@@ -464,6 +490,11 @@ TINY: Dict[str, ModelSpec] = {
         guidance_embeds=True, axes_dims_rope=(4, 6, 6)),
         dict(batch=1, side=12, channels=16, text_tokens=8, text_dim=32, pooled_dim=16,
              guidance=3.5)),
+    "flux2": _tiny(FULL["flux2"], dict(
+        patch_size=1, in_channels=16, num_layers=1, num_single_layers=2, attention_head_dim=16,
+        num_attention_heads=2, joint_attention_dim=32, timestep_guidance_channels=16,
+        axes_dims_rope=(4, 4, 4, 4)),
+        dict(batch=1, side=12, channels=16, text_tokens=8, text_dim=32, guidance=4.0)),
     **{name: _tiny(FULL[name], dict(
         patch_size=2, in_channels=16, out_channels=4, num_layers=2, attention_head_dim=16,
         num_attention_heads=2, joint_attention_dim=32, axes_dims_rope=(4, 6, 6)),
@@ -564,6 +595,18 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
                   guidance=torch.full((b,), s["guidance"], device=device, dtype=torch.float32),
                   img_ids=_flux_image_ids(side, device, dtype),
                   txt_ids=torch.zeros(s["text_tokens"], 3, device=device, dtype=dtype))
+    elif spec.family == "flux2":
+        side, n = s["side"], s["text_tokens"]
+        # the pipeline's (T, H, W, L) position ids per batch row, t / 1000, the guidance scale
+        one = torch.arange(1)
+        img_ids = torch.cartesian_prod(one, torch.arange(side), torch.arange(side), one)
+        txt_ids = torch.cartesian_prod(one, one, one, torch.arange(n))
+        kw = dict(hidden_states=randn(b, side * side, s["channels"]),
+                  encoder_hidden_states=text,
+                  timestep=torch.full((b,), 0.5, device=device),
+                  guidance=torch.full((b,), s["guidance"], device=device, dtype=torch.float32),
+                  img_ids=img_ids.expand(b, -1, -1).to(device),
+                  txt_ids=txt_ids.expand(b, -1, -1).to(device))
     elif spec.family == "qwenimage":
         side = s["side"]
         kw = dict(hidden_states=randn(b, side * side, s["channels"]),

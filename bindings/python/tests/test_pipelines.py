@@ -614,10 +614,11 @@ def _bench_models():
 
 
 @needs_diffusers
-@pytest.mark.parametrize("name", ["zimage", "ltx", "wan", "hunyuan"])
+@pytest.mark.parametrize("name", ["zimage", "ltx", "wan", "hunyuan", "flux2"])
 def test_models_with_rotary_stand_ins_compile_whole(name):
     """The models whose rotary and norms the processors replace (Z-Image's nested complex
-    rotary, LTX-Video's flat one, Wan's, HunyuanVideo's masked joint attention): under
+    rotary, LTX-Video's flat one, Wan's, HunyuanVideo's masked joint attention, FLUX.2's
+    four-axis interleaved one): under
     torch.compile the stand-ins step aside, the graph has no break and the compiled model
     gives what the eager one gives."""
     import dataclasses
@@ -691,6 +692,33 @@ def test_pixart_prompt_masks_run_int8attn():
         assert explanation.graph_break_count == 0, explanation.break_reasons
         compiled = P.prediction(torch.compile(model, backend="aot_eager")(**inputs))
     assert rel_l1(compiled, ref) < 0.002
+
+
+@needs_diffusers
+def test_flux2_runs_int8attn():
+    """FLUX.2 (bench/pipeline.py's tiny config): its double-stream and parallel single-stream
+    processors are wrapped, every joint call runs int8attn, diffusers' rotary function in their
+    globals is int8attn's one-pass version, and the output is close to stock."""
+    P, pm = _bench_models()
+    spec = pm.TINY["flux2"]
+    cpu = torch.device("cpu")
+    model = P.build_model(spec, cpu)
+    inputs = pm.make_inputs(spec, cpu)
+    with torch.no_grad():
+        ref = P.prediction(model(**inputs))
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    proc = model._int8attn_processor
+    with torch.no_grad():
+        out = P.prediction(model(**inputs))
+    assert rel_l1(out, ref) < 0.01
+    assert proc.stats["wrapped_modules"] == 3 and proc.stats["swapped_modules"] == 0
+    assert proc.stats["int8attn"] == 3 and proc.stats["fallback"] == 0
+    wrapped = [m.processor for m in model.modules()
+               if isinstance(getattr(m, "processor", None), int8attn.Int8SDPAProcessor)]
+    assert {type(w.inner).__name__ for w in wrapped} == {"Flux2AttnProcessor",
+                                                         "Flux2ParallelSelfAttnProcessor"}
+    assert all(getattr(w._routed.__globals__["apply_rotary_emb"], "__int8attn_lean__", False)
+               for w in wrapped)
 
 
 @needs_diffusers
