@@ -722,6 +722,37 @@ def test_flux2_runs_int8attn():
 
 
 @needs_diffusers
+def test_sana_linear_attention_compiles_without_breaks():
+    """Sana's linear-attention processors name no SDPA, so their wrapper patches
+    ``F.scaled_dot_product_attention`` around each eager call (under a lock); while
+    torch.compile traces, they run as they are: no graph break (the lock had broken the graph
+    at every one), and the compiled model gives what the eager one gives."""
+    torch.manual_seed(0)
+    model = diffusers.SanaTransformer2DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+        num_layers=2, num_cross_attention_heads=2, cross_attention_head_dim=16,
+        cross_attention_dim=32, caption_channels=24, sample_size=16).eval()
+    mask = torch.zeros(2, 20, dtype=torch.long)
+    mask[0, :3], mask[1, :14] = 1, 1
+    inputs = dict(hidden_states=randn(2, 4, 16, 16, seed=61),
+                  encoder_hidden_states=randn(2, 20, 24, seed=62),
+                  timestep=torch.tensor([500, 500]), encoder_attention_mask=mask,
+                  return_dict=False)
+    with torch.no_grad():
+        ref = model(**inputs)[0]
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    assert model._int8attn_processor.stats["wrapped_modules"] == 4
+    with torch.no_grad():
+        eager = model(**inputs)[0]
+        torch._dynamo.reset()
+        explanation = torch._dynamo.explain(model)(**inputs)
+        assert explanation.graph_break_count == 0, explanation.break_reasons
+        compiled = torch.compile(model, backend="aot_eager")(**inputs)[0]
+    assert rel_l1(eager, ref) < 0.01
+    torch.testing.assert_close(compiled, eager, rtol=0, atol=0)
+
+
+@needs_diffusers
 def test_mochi_attention_without_set_processor_is_wrapped():
     """Mochi's attention modules hold their processor in ``.processor`` but have no
     ``set_processor``: they are wrapped all the same (before, the model kept stock attention

@@ -684,7 +684,8 @@ class Int8SDPAProcessor:
     ``F.scaled_dot_product_attention`` and ``dispatch_attention_fn`` bound to ``config`` in
     its own globals (compile-friendly, no global state). A processor whose code calls neither
     by name is run with ``F.scaled_dot_product_attention`` patched for the duration of the
-    call instead (under a lock). The wrapper advertises the wrapped processor's call signature,
+    call instead (under a lock), in eager mode; under ``torch.compile`` it runs as it is (its
+    attention, if any, stock). The wrapper advertises the wrapped processor's call signature,
     so diffusers passes it the same keyword arguments (e.g. ``image_rotary_emb``).
 
     Args:
@@ -716,6 +717,11 @@ class Int8SDPAProcessor:
     def _run(self, *args: Any, **kwargs: Any) -> Any:
         if self._routed is not None:
             return self._routed(self.inner, *args, **kwargs)
+        if _torch_op._is_compiling():
+            # dynamo cannot enter the lock (a graph break on every call: Sana's linear-attention
+            # processors, which call no SDPA at all, broke its graph 9 times in two blocks), so
+            # while tracing such a processor runs as it is
+            return self.inner(*args, **kwargs)
         with _patch_lock:
             F.scaled_dot_product_attention = self.config.sdpa
             try:
