@@ -753,6 +753,39 @@ def test_sana_linear_attention_compiles_without_breaks():
 
 
 @needs_diffusers
+def test_hunyuan_video_15_joint_masks_run_int8attn():
+    """HunyuanVideo-1.5 (tiny, t2v, inputs as its pipeline passes them: right-padded prompt
+    tokens, no glyph text): its processor builds a joint padding mask [B, 1, N, N] in every
+    call, which now runs int8attn with k_lengths (before, every call fell back to SDPA), close
+    to stock; the token refiner's mask too."""
+    torch.manual_seed(0)
+    C = 4  # latent channels: in_channels = 2C + 1 (latents, condition latents, mask)
+    model = diffusers.HunyuanVideo15Transformer3DModel(
+        in_channels=2 * C + 1, out_channels=C, num_attention_heads=2, attention_head_dim=16,
+        num_layers=1, num_refiner_layers=1, mlp_ratio=2.0, text_embed_dim=32,
+        text_embed_2_dim=24, image_embed_dim=24, rope_axes_dim=(4, 6, 6),
+        task_type="t2v").eval()
+    latents = randn(1, C, 2, 8, 8, seed=71)  # 128 video tokens, + 24 + 8 + 16 = 176 joint
+    prompt_mask = torch.zeros(1, 24)
+    prompt_mask[:, :10] = 1
+    inputs = dict(hidden_states=torch.cat([latents, torch.zeros_like(latents),
+                                           torch.zeros(1, 1, 2, 8, 8)], dim=1),
+                  timestep=torch.tensor([700.0]), encoder_hidden_states=randn(1, 24, 32, seed=72),
+                  encoder_attention_mask=prompt_mask,
+                  encoder_hidden_states_2=randn(1, 8, 24, seed=73),
+                  encoder_attention_mask_2=torch.zeros(1, 8),
+                  image_embeds=torch.zeros(1, 16, 24), return_dict=False)
+    with torch.no_grad():
+        ref = model(**inputs)[0]
+    int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
+    proc = model._int8attn_processor
+    with torch.no_grad():
+        out = model(**inputs)[0]
+    assert rel_l1(out, ref) < 0.01
+    assert proc.stats["int8attn"] == 2 and proc.stats["fallback"] == 0
+
+
+@needs_diffusers
 def test_mochi_attention_without_set_processor_is_wrapped():
     """Mochi's attention modules hold their processor in ``.processor`` but have no
     ``set_processor``: they are wrapped all the same (before, the model kept stock attention
@@ -1161,7 +1194,8 @@ def test_key_lengths_of_padding_masks():
     assert kl.get(holes, 2, 7) is None  # not a prefix
     assert kl.get(torch.zeros(2, 1, 1, 7, dtype=torch.bool), 2, 7) is None  # no key at all
     bias = torch.zeros(2, 1, 1, 7)
-    assert kl.get(bias, 2, 7) is None  # float masks only where the caller allows them
+    assert kl.get(bias, 2, 7) is None  # float masks only where the caller allows them (the
+    # compiled graph's key-padding node takes bool masks)
     bias[0, ..., 4:] = -10000.0
     bias16 = bias.to(torch.bfloat16)  # -10000 rounds to -9984
     assert kl.get(bias16, 2, 7, floats=True).tolist() == [4, 7]
@@ -1171,6 +1205,75 @@ def test_key_lengths_of_padding_masks():
     heads[:, :2] = True
     assert kl.get(heads, 2, 7) is None  # heads that differ
     assert kl.get(torch.ones(2, 1, 7, 7, dtype=torch.bool), 2, 7) is None  # per-query mask
+
+
+def test_joint_padding_masks():
+    """A joint padding mask (HunyuanVideo-1.5: M[q, k] = m[q] & m[k], m a prefix) gives each
+    row's valid token count (a host list, broadcast over the batch, kept for the same mask);
+    one True too many or too few, a key-only prefix, a hole, an empty row or a per-head mask
+    gives None."""
+    kl = _processors._KeyLengths()
+
+    def joint(*valid, n=9):
+        m = torch.arange(n)[None, :] < torch.tensor(valid)[:, None]
+        return (m[:, None, :] & m[:, :, None])[:, None]  # [B, 1, N, N]
+
+    mask = joint(9, 6)
+    assert kl.get(mask, 2, 9) is None  # not a key-padding mask
+    assert kl.get_joint(mask, 2, 9) == [9, 6]
+    assert kl.get_joint(mask, 2, 9) is kl.get_joint(mask, 2, 9)  # kept
+    assert kl.get_joint(joint(4), 3, 9) == [4, 4, 4]
+    extra = joint(9, 6)
+    extra[1, 0, 7, 0] = True  # a padded query that sees a key
+    missing = joint(9, 6)
+    missing[1, 0, 2, 3] = False  # a valid query that misses a valid key
+    keys_only = joint(9, 6)
+    keys_only[1, 0, 6:, :6] = True  # every query sees the valid keys: not joint
+    assert all(kl.get_joint(m, 2, 9) is None for m in (extra, missing, keys_only))
+    hole = torch.ones(9, dtype=torch.bool)
+    hole[3] = False
+    assert kl.get_joint((hole[None, :] & hole[:, None])[None, None], 1, 9) is None
+    assert kl.get_joint(joint(0, 6), 2, 9) is None  # no valid token in a row
+    assert kl.get_joint(joint(9, 6).expand(2, 2, 9, 9), 2, 9) is None  # per head: not taken
+    assert kl.get_joint(joint(9, 6).float(), 2, 9) is None  # bool only
+
+
+@pytest.mark.parametrize("layout", ["HND", "NHD"])
+def test_wrapped_calls_take_joint_and_float_padding_masks(layout):
+    """Through the wrapped processors' SDPA and dispatch entry points, eager: a joint padding
+    mask runs int8attn with k_lengths and zeroes the padded query rows, as SDPA leaves them; a
+    float key-padding bias made anew for the call (diffusers' prepare_attention_mask, LTX-2's
+    and Sana's cross-attention) runs int8attn too; both close to SDPA with the mask, and
+    compiled as eager. A joint mask with a hole runs SDPA (counted as a fallback)."""
+    proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
+    B, H, N, D = 2, 2, 160, 32  # more than 128 keys: the quantized path
+    q, k, v = (randn(B, H, N, D, seed=s) for s in (91, 92, 93))
+    valid = torch.arange(N)[None, :] < torch.tensor([N, 131])[:, None]
+    joint = (valid[:, None, :] & valid[:, :, None])[:, None]
+    bias = torch.where(valid, 0.0, -10000.0)[:, None, None, :].expand(B, H, 1, N).clone()
+    holes = joint.clone()
+    holes[0, 0, :, 3] = False
+
+    def call(mask):
+        if layout == "HND":
+            return _processors.sdpa_int8(q, k, v, attn_mask=mask, processor=proc)
+        t = [x.transpose(1, 2) for x in (q, k, v)]
+        return proc.dispatch(*t, attn_mask=mask).transpose(1, 2)
+
+    for i, mask in enumerate((joint, bias)):
+        out = call(mask)
+        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        assert rel_l1(out, ref) < 0.02
+        assert proc.stats["int8attn"] == i + 1 and proc.stats["fallback"] == 0
+    assert torch.count_nonzero(call(joint)[1, :, 131:]) == 0  # the padded queries
+    torch.testing.assert_close(call(holes), F.scaled_dot_product_attention(q, k, v,
+                                                                             attn_mask=holes))
+    assert proc.stats["fallback"] == 1
+    # Compiled, both are one processor_masked_attention node deciding at run time.
+    torch._dynamo.reset()
+    compiled = torch.compile(call, fullgraph=True, backend="eager")
+    for mask in (joint, bias):
+        torch.testing.assert_close(compiled(mask), call(mask), rtol=0, atol=0)
 
 
 @needs_diffusers

@@ -96,14 +96,14 @@ class _KeyLengths:
         self.key: Any = None
         self.mask: Any = None
         self.lengths: Optional[torch.Tensor] = None
+        self.rows: Optional[List[int]] = None  # get_joint's answer
 
     @staticmethod
     def shaped(mask: Any, batch: int, keys: int, floats: bool = False) -> bool:
         """Whether ``mask`` has a key-padding mask's dtype and shape (no data read): rank 4, or
         rank 3 [B or 1, 1, Nk] (diffusers' encoder masks before the processor repeats them per
-        head: a new tensor every call, so the processors pass the original). Float masks only
-        with ``floats``: where the caller passes a mask that stays the same tensor across
-        layers (a mask made anew in every call would cost a synchronisation every call)."""
+        head: a new tensor every call, so the standard processor passes the original). Float
+        masks only with ``floats`` (the processors and ``sageattn`` pass it)."""
         return (isinstance(mask, torch.Tensor) and mask.dim() in (3, 4)
                 and (mask.dtype == torch.bool or (floats and mask.is_floating_point()))
                 and mask.shape[-2] == 1 and mask.shape[-1] == keys
@@ -137,6 +137,51 @@ class _KeyLengths:
         self.key, self.mask = key, weakref.ref(anchor)
         self.lengths = lengths.expand(batch).contiguous() if bool(ok) else None  # the one sync
         return self.lengths
+
+    @staticmethod
+    def joint_shaped(mask: Any, batch: int, tokens: int) -> bool:
+        """Whether ``mask`` could be a joint padding mask over ``tokens`` queries and as many
+        keys (no data read): bool [B or 1, 1, N, N]."""
+        return (isinstance(mask, torch.Tensor) and mask.dim() == 4 and mask.dtype == torch.bool
+                and mask.shape[1] == 1 and tokens > 1 and mask.shape[-2] == tokens
+                and mask.shape[-1] == tokens and mask.shape[0] in (1, batch))
+
+    def get_joint(self, mask: Any, batch: int, tokens: int) -> Optional[List[int]]:
+        """The valid token count of each batch row (a host list of ``batch``) where ``mask`` is
+        a joint padding mask, else None: M[b, 0, q, k] = (q < n_b) and (k < n_b), the valid
+        tokens a non-empty prefix for queries as for keys (HunyuanVideo-1.5 builds it in every
+        joint attention call as ``m[:, None] & m[:, :, None]`` from its key-padding mask m).
+        Query rows past n_b have every key masked, where PyTorch's SDPA gives 0; int8attn,
+        run with ``k_lengths``, computes them over the valid keys, so the caller zeroes them.
+        The check reads the first query's row, then (two host synchronisations) each row's
+        n_b x n_b block and the rest of its matrix with bool reductions over views: a sum over
+        the N x N bool mask would first copy it into integers (8 bytes an element, tens of GB
+        at a video's N). The last mask's answer is kept as in :meth:`get`."""
+        if not self.joint_shaped(mask, batch, tokens):
+            return None
+        key = ("joint", mask.data_ptr(), mask._version, tuple(mask.shape), mask.stride(),
+               mask.device, batch)
+        anchor = mask if mask._base is None else mask._base
+        if self.key == key and self.mask() is anchor:
+            return self.rows
+        m = mask[:, 0]
+        first = m[:, 0, :]  # the first query's keys: [B or 1, N]
+        lengths = first.sum(1, dtype=torch.int32)
+        prefix = (torch.arange(tokens, device=mask.device) < lengths[:, None]) == first
+        head = torch.cat([(prefix.all() & (lengths > 0).all()).view(1).to(torch.int32),
+                          lengths]).tolist()
+        rows: Optional[List[int]] = None
+        if head[0]:
+            checks = []
+            for b, n in enumerate(head[1:]):
+                checks.append(m[b, :n, :n].all())
+                if n < tokens:  # nothing outside the block
+                    checks.append(~m[b, n:].any())
+                    checks.append(~m[b, :n, n:].any())
+            if bool(torch.stack(checks).all()):
+                rows = head[1:] * (batch // len(head[1:]))
+        self.key, self.mask, self.rows = key, weakref.ref(anchor), rows
+        return rows
 
 
 class Int8AttnProcessor:
@@ -480,30 +525,47 @@ class Int8AttnProcessor:
                 fallback_fn: Callable[[], torch.Tensor],
                 lengths_from: Optional[torch.Tensor] = None) -> torch.Tensor:
         """A call with an attention mask: int8attn with ``k_lengths`` where the mask is a
-        key-padding prefix (:class:`_KeyLengths`), ``fallback_fn`` otherwise. While
-        ``torch.compile`` traces, a mask of a key-padding mask's shape becomes one
-        ``int8attn::processor_masked_attention`` node that decides at run time (its SDPA
-        fallback is PyTorch's with the mask); other masks trace ``fallback_fn``.
+        key-padding prefix, bool or float (:meth:`_KeyLengths.get`), or a joint padding mask
+        over queries and keys (:meth:`_KeyLengths.get_joint`; the masked query rows are
+        zeroed, as SDPA leaves them); ``fallback_fn`` otherwise. A call the routing sends to
+        SDPA goes there before the mask is read (reading it costs a host synchronisation).
+        While ``torch.compile`` traces, a mask of a key-padding or joint padding mask's shape
+        becomes one ``int8attn::processor_masked_attention`` node that decides at run time (its
+        SDPA fallback is PyTorch's with the mask); other masks trace ``fallback_fn``.
         ``lengths_from``: the mask the lengths are read from when it is not ``mask`` itself
-        (the caller's before diffusers repeated it per head: the standard processors; float
-        masks are taken there, and while ``torch.compile`` traces those calls keep
-        ``fallback_fn``)."""
-        keys = key.shape[1] if layout == "NHD" else key.shape[2]
+        (the caller's before diffusers repeated it per head: the standard processors)."""
+        batch = query.shape[0]
+        keys, queries = (key.shape[1], query.shape[1]) if layout == "NHD" else (
+            key.shape[2], query.shape[2])
         if _torch_op._is_compiling():
-            if not causal and lengths_from is None and _KeyLengths.shaped(mask, query.shape[0],
-                                                                           keys):
+            if not causal and lengths_from is None and (
+                    _KeyLengths.shaped(mask, batch, keys, floats=True)
+                    or (queries == keys and _KeyLengths.joint_shaped(mask, batch, keys))):
                 return _torch_op.processor_masked_attention(query, key, value, mask,
                                                             float(scale or 0.0), layout,
                                                             self._op_id)
             return fallback_fn()
-        source = lengths_from if lengths_from is not None else mask
-        lengths = None if causal else self._key_lengths.get(source, query.shape[0], keys,
-                                                            floats=lengths_from is not None)
-        if lengths is None:
+        if causal:
             self._count("fallback")
             return fallback_fn()
-        return self.run(query, key, value, layout=layout, scale=scale, fallback_fn=fallback_fn,
-                        out_like_sdpa=True, k_lengths=lengths)
+        if self.routes_to_sdpa(query, key, layout, self._mode_now()):
+            self._count("sdpa_routed")
+            return fallback_fn()
+        source = lengths_from if lengths_from is not None else mask
+        lengths = self._key_lengths.get(source, batch, keys, floats=True)
+        rows = None
+        if lengths is None:
+            rows = self._key_lengths.get_joint(source, batch, keys) if queries == keys \
+                else None
+            if rows is None:
+                self._count("fallback")
+                return fallback_fn()
+            lengths = torch.tensor(rows, dtype=torch.int32, device=query.device)
+        out = self.run(query, key, value, layout=layout, scale=scale, fallback_fn=fallback_fn,
+                       out_like_sdpa=True, k_lengths=lengths)
+        for b, n in enumerate(rows or ()):  # the joint mask's padded queries: no keys, zeros
+            (out[b, n:] if layout == "NHD" else out[b, :, n:]).zero_()
+        return out
 
 
 # diffusers' Attention.forward reads inspect.signature(processor.__call__) on every call, to

@@ -110,7 +110,7 @@ _MASKED_SCHEMA = ("processor_masked_attention(Tensor q, Tensor k, Tensor v, Tens
 
 def _masked_kernel(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
                    sm_scale: float, layout: str, processor: int) -> torch.Tensor:
-    """A masked call of a compiled graph: the processor's key-padding path (``k_lengths``), or
+    """A masked call of a compiled graph: the processor's padding-mask path (``k_lengths``), or
     PyTorch SDPA with the mask, decided at run time; the result laid out like q (the fake's)."""
     proc = _processors.get(processor)
     if proc is None:
