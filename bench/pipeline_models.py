@@ -33,7 +33,7 @@ class ModelSpec:
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
         family: Which input builder applies ("unet", "pixart", "sd3", "flux", "qwenimage",
-            "zimage", "wan", "hunyuan", "ltx", "cogvideox", "mochi", "flux2").
+            "zimage", "wan", "hunyuan", "hunyuan15", "ltx", "cogvideox", "mochi", "flux2").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -178,6 +178,17 @@ _HUNYUAN_VIDEO = dict(
     num_layers=20, num_single_layers=40, num_refiner_layers=2, mlp_ratio=4.0, patch_size=2,
     patch_size_t=1, qk_norm="rms_norm", guidance_embeds=True, text_embed_dim=4096,
     pooled_projection_dim=768, rope_theta=256.0, rope_axes_dim=(16, 56, 56),
+)
+
+_HUNYUAN_VIDEO_15 = dict(
+    # hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v, transformer/config.json: a
+    # joint padding mask [B, 1, N, N] built in every joint attention call, text from
+    # Qwen2.5-VL (3584) and ByT5 (1472), SigLIP image tokens (1152; zeros for text-to-video)
+    in_channels=65, out_channels=32, num_attention_heads=16, attention_head_dim=128,
+    num_layers=54, num_refiner_layers=2, mlp_ratio=4.0, patch_size=1, patch_size_t=1,
+    qk_norm="rms_norm", text_embed_dim=3584, text_embed_2_dim=1472, image_embed_dim=1152,
+    rope_theta=256.0, rope_axes_dim=(16, 56, 56), target_size=640, task_type="t2v",
+    use_meanflow=False,
 )
 
 _QWEN_IMAGE = dict(
@@ -388,6 +399,20 @@ FULL: Dict[str, ModelSpec] = {
         attention="20 double + 40 single blocks, joint self-attention over 118800+256 tokens "
                   "with the text padding masked, 24 heads x 128",
         depth=("num_layers", "num_single_layers")),
+    "hunyuan15": ModelSpec(
+        name="hunyuan15", cls="HunyuanVideo15Transformer3DModel", config=_HUNYUAN_VIDEO_15,
+        dtype="bfloat16", family="hunyuan15",
+        inputs=dict(batch=1, channels=32, frames=31, latent=(30, 53), text_tokens=1000,
+                    text_valid=120, text_dim=3584, text2_tokens=256, text2_dim=1472,
+                    image_tokens=729, image_dim=1152),
+        description="HunyuanVideo-1.5 text-to-video, 848x480 121 frames (latent 31x30x53 -> "
+                    "49290 tokens), batch 1 (one of the guider's two CFG calls), 1000 prompt "
+                    "tokens of which 120 valid, 256 glyph and 729 image tokens all padding",
+        source="hunyuanvideo-community/HunyuanVideo-1.5-Diffusers-480p_t2v "
+               "transformer/config.json",
+        attention="54 blocks: joint self-attention over 49290 + 1985 tokens under a joint "
+                  "padding mask (49410 valid), 16 heads x 128",
+        depth=("num_layers",)),
     "ltx": ModelSpec(
         name="ltx", cls="LTXVideoTransformer3DModel", config=_LTX_VIDEO, dtype="bfloat16",
         family="ltx",
@@ -518,6 +543,13 @@ TINY: Dict[str, ModelSpec] = {
         rope_axes_dim=(4, 6, 6)),
         dict(batch=1, channels=4, frames=3, latent=(8, 8), text_tokens=8, text_valid=5,
              text_dim=32, pooled_dim=16, guidance=6.0)),
+    "hunyuan15": _tiny(FULL["hunyuan15"], dict(
+        in_channels=9, out_channels=4, num_attention_heads=2, attention_head_dim=16,
+        num_layers=1, num_refiner_layers=1, mlp_ratio=2.0, text_embed_dim=32,
+        text_embed_2_dim=24, image_embed_dim=24, rope_axes_dim=(4, 6, 6), task_type="t2v"),
+        # 128 video + 24 + 8 + 16 text and image tokens: 176 joint, over 128 keys
+        dict(batch=1, channels=4, frames=2, latent=(8, 8), text_tokens=24, text_valid=10,
+             text_dim=32, text2_tokens=8, text2_dim=24, image_tokens=16, image_dim=24)),
     "ltx": _tiny(FULL["ltx"], dict(
         in_channels=8, out_channels=8, num_attention_heads=2, attention_head_dim=16,
         cross_attention_dim=32, num_layers=2, caption_channels=32),
@@ -635,6 +667,23 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
                   encoder_hidden_states=text, encoder_attention_mask=mask,
                   pooled_projections=randn(b, s["pooled_dim"]),
                   guidance=torch.full((b,), s["guidance"] * 1000.0, device=device, dtype=dtype))
+    elif spec.family == "hunyuan15":
+        f, (h, w) = s["frames"], s["latent"]
+        latents = randn(b, s["channels"], f, h, w)
+        # the pipeline's input: latents, the (zero) condition latents and their mask channel;
+        # the tokenizers' masks (the glyph text's all padding without quoted text); zero image
+        # embeddings for text-to-video; t expanded in the transformer's dtype
+        mask = torch.zeros(b, s["text_tokens"], device=device, dtype=torch.long)
+        mask[:, :s["text_valid"]] = 1
+        kw = dict(hidden_states=torch.cat([latents, torch.zeros_like(latents),
+                                           torch.zeros_like(latents[:, :1])], dim=1),
+                  timestep=torch.full((b,), 700.0, device=device, dtype=dtype),
+                  encoder_hidden_states=text, encoder_attention_mask=mask,
+                  encoder_hidden_states_2=randn(b, s["text2_tokens"], s["text2_dim"]),
+                  encoder_attention_mask_2=torch.zeros(b, s["text2_tokens"], device=device,
+                                                       dtype=torch.long),
+                  image_embeds=torch.zeros(b, s["image_tokens"], s["image_dim"],
+                                           device=device, dtype=dtype))
     elif spec.family == "ltx":
         f, (h, w) = s["frames"], s["latent"]
         mask = torch.zeros(b, s["text_tokens"], device=device, dtype=torch.bool)

@@ -104,6 +104,7 @@ MODEL_SHAPES = (
     ("z-image 1024px image refiner", 1, 30, 128, 4096, 4096),
     ("ltx-video 704x512 self", 2, 32, 64, 7392, 7392),
     ("mochi 848x480 85f joint", 1, 24, 128, 23898, 23898),
+    ("hunyuanvideo-1.5 480p joint", 1, 16, 128, 51275, 51275),
 )
 
 

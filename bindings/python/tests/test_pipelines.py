@@ -754,33 +754,21 @@ def test_sana_linear_attention_compiles_without_breaks():
 
 @needs_diffusers
 def test_hunyuan_video_15_joint_masks_run_int8attn():
-    """HunyuanVideo-1.5 (tiny, t2v, inputs as its pipeline passes them: right-padded prompt
-    tokens, no glyph text): its processor builds a joint padding mask [B, 1, N, N] in every
-    call, which now runs int8attn with k_lengths (before, every call fell back to SDPA), close
-    to stock; the token refiner's mask too."""
-    torch.manual_seed(0)
-    C = 4  # latent channels: in_channels = 2C + 1 (latents, condition latents, mask)
-    model = diffusers.HunyuanVideo15Transformer3DModel(
-        in_channels=2 * C + 1, out_channels=C, num_attention_heads=2, attention_head_dim=16,
-        num_layers=1, num_refiner_layers=1, mlp_ratio=2.0, text_embed_dim=32,
-        text_embed_2_dim=24, image_embed_dim=24, rope_axes_dim=(4, 6, 6),
-        task_type="t2v").eval()
-    latents = randn(1, C, 2, 8, 8, seed=71)  # 128 video tokens, + 24 + 8 + 16 = 176 joint
-    prompt_mask = torch.zeros(1, 24)
-    prompt_mask[:, :10] = 1
-    inputs = dict(hidden_states=torch.cat([latents, torch.zeros_like(latents),
-                                           torch.zeros(1, 1, 2, 8, 8)], dim=1),
-                  timestep=torch.tensor([700.0]), encoder_hidden_states=randn(1, 24, 32, seed=72),
-                  encoder_attention_mask=prompt_mask,
-                  encoder_hidden_states_2=randn(1, 8, 24, seed=73),
-                  encoder_attention_mask_2=torch.zeros(1, 8),
-                  image_embeds=torch.zeros(1, 16, 24), return_dict=False)
+    """HunyuanVideo-1.5 (bench/pipeline.py's tiny t2v config, inputs as its pipeline passes
+    them: right-padded prompt tokens, no glyph text, zero image tokens): its processor builds a
+    joint padding mask [B, 1, N, N] in every call, which now runs int8attn with k_lengths
+    (before, every call fell back to SDPA), close to stock; the token refiner's mask too."""
+    P, pm = _bench_models()
+    spec = pm.TINY["hunyuan15"]
+    cpu = torch.device("cpu")
+    model = P.build_model(spec, cpu)
+    inputs = pm.make_inputs(spec, cpu)
     with torch.no_grad():
-        ref = model(**inputs)[0]
+        ref = P.prediction(model(**inputs))
     int8attn.replace_attention_with_int8(model, mode="balanced", route="always")
     proc = model._int8attn_processor
     with torch.no_grad():
-        out = model(**inputs)[0]
+        out = P.prediction(model(**inputs))
     assert rel_l1(out, ref) < 0.01
     assert proc.stats["int8attn"] == 2 and proc.stats["fallback"] == 0
 
