@@ -148,7 +148,7 @@ def test_sageattn_routes_to_sdpa_where_the_table_says(monkeypatch, layout, hkv):
     assert asked == [(q, k, layout, True, "fast")]
     assert int8attn.sageattn.stats == {"int8attn": 0, "sdpa_routed": 1, "sdpa_masked": 0}
     # a routed call takes its mask to SDPA as given: the mask is never read (no host sync)
-    monkeypatch.setattr(_sage, "_mask_lengths", lambda *a: pytest.fail("mask read"))
+    monkeypatch.setattr(_sage, "_mask_padding", lambda *a: pytest.fail("mask read"))
     mask = torch.ones(2, 1, 40, 40, dtype=torch.bool).tril()
     o = int8attn.sageattn(q, k, v, tensor_layout=layout, sm_scale=0.2, attn_mask=mask)
     hnd = [x.transpose(1, 2) if layout == "NHD" else x for x in (q, k, v)]
@@ -192,20 +192,27 @@ def test_sageattn_key_padding_mask_is_computed(monkeypatch, layout, kind):
     assert torch.equal(int8attn.sageattn(q, k, v, attn_mask=None, dropout_p=0.0,
                                          tensor_layout=layout),
                        int8attn.sageattn(q, k, v, tensor_layout=layout))
-    # not a key-padding mask (a hole in the first row): SDPA with the mask, laid out like q
-    holed = mask.clone()
-    holed[0, 0, 0, 3] = False if kind == "bool" else -float("inf")
-    o = int8attn.sageattn(q.float(), k.float(), v.float(), attn_mask=holed.float()
-                          if kind == "float" else holed, tensor_layout=layout)
     qh, kh, vh = ((x.float().transpose(1, 2) if layout == "NHD" else x.float())
                   for x in (q, k, v))
+    # a key-padding mask with a hole (the kept keys not a prefix): int8attn on K and V with
+    # the kept keys first, close to SDPA with the mask
+    holed = mask.clone()
+    holed[0, 0, 0, 3] = False if kind == "bool" else -float("inf")
+    o = int8attn.sageattn(q, k, v, attn_mask=holed, tensor_layout=layout)
     ref = torch.nn.functional.scaled_dot_product_attention(
         qh, kh, vh, attn_mask=holed.float() if kind == "float" else holed)
     ref = ref.transpose(1, 2) if layout == "NHD" else ref
+    assert rel_l1(o.float(), ref) < 0.05 and o.shape == q.shape
+    # not a key-padding mask (one row per query): SDPA with the mask, laid out like q
+    per_query = torch.ones(2, 1, 160, 160, dtype=torch.bool).tril()
+    o = int8attn.sageattn(q.float(), k.float(), v.float(), attn_mask=per_query,
+                          tensor_layout=layout)
+    ref = torch.nn.functional.scaled_dot_product_attention(qh, kh, vh, attn_mask=per_query)
+    ref = ref.transpose(1, 2) if layout == "NHD" else ref
     assert torch.allclose(o, ref, atol=1e-6) and o.shape == q.shape
-    assert _sage.stats == {"int8attn": 4, "sdpa_routed": 0, "sdpa_masked": 1}
+    assert _sage.stats == {"int8attn": 5, "sdpa_routed": 0, "sdpa_masked": 1}
     with pytest.raises(ValueError, match="return_lse"):
-        int8attn.sageattn(q, k, v, attn_mask=holed, tensor_layout=layout, return_lse=True)
+        int8attn.sageattn(q, k, v, attn_mask=per_query, tensor_layout=layout, return_lse=True)
 
 
 def test_sageattn_rejects_masks_it_cannot_compute():
@@ -502,17 +509,20 @@ def test_standard_processor_matches_stock_and_counts_fallbacks():
         out = attn(x, text)
         assert rel_l1(out, ref) < 1e-5
         # A key-padding bias (diffusers' encoder mask: 0 keeps, -10000 or -inf drops) runs
-        # int8attn with k_lengths; a mask with a hole falls back to SDPA.
+        # int8attn with k_lengths, also with a hole (the kept keys moved to the front); a bias
+        # that is not a mask (-5: neither kept nor dropped) falls back to SDPA.
         pad = torch.zeros(2, 1, 77)
         pad[0, :, 60:] = float("-inf")
         pad[1, :, 50:] = -10000.0
         holes = torch.zeros(2, 1, 77)
         holes[:, :, 5] = float("-inf")
-        outs = [attn(x, text, attention_mask=m) for m in (pad, holes)]
+        soft = torch.zeros(2, 1, 77)
+        soft[:, :, 5] = -5.0
+        outs = [attn(x, text, attention_mask=m) for m in (pad, holes, soft)]
         attn.set_processor(AttnProcessor2_0())
-        for o, m in zip(outs, (pad, holes)):
+        for o, m in zip(outs, (pad, holes, soft)):
             torch.testing.assert_close(o, attn(x, text, attention_mask=m))
-    assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 2
+    assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 3
 
 
 @needs_diffusers
@@ -1123,9 +1133,9 @@ def test_ltx_video_gets_the_flat_rotary():
 
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 def test_key_padding_mask_under_torch_compile(layout):
-    """Compiled, a key-padding prefix mask is one processor_masked_attention node deciding at
-    run time: int8attn with k_lengths (counted), close to masked SDPA; a mask with holes runs
-    masked SDPA inside the node."""
+    """Compiled, a key-padding mask is one processor_masked_attention node deciding at run
+    time: int8attn with k_lengths (counted), close to masked SDPA, also with holes (the kept
+    keys moved to the front); a mask with an empty row runs masked SDPA inside the node."""
     torch._dynamo.reset()
     proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
     B, H, N, D = 2, 2, 160, 32  # more than 128 keys: the quantized path
@@ -1152,8 +1162,15 @@ def test_key_padding_mask_under_torch_compile(layout):
     out = compiled(*args, holes)
     if layout == "NHD":
         out = out.transpose(1, 2)
-    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=holes))
-    assert proc.stats["int8attn"] == 1 and proc.stats["fallback"] == 1
+    assert rel_l1(out, F.scaled_dot_product_attention(q, k, v, attn_mask=holes)) < 0.02
+    assert proc.stats["int8attn"] == 2
+    empty = mask.clone()
+    empty[0] = False  # a row without a key: SDPA's answer (zeros), not int8attn's
+    out = compiled(*args, empty)
+    if layout == "NHD":
+        out = out.transpose(1, 2)
+    torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=empty))
+    assert proc.stats["int8attn"] == 2 and proc.stats["fallback"] == 1
 
 
 def test_key_lengths_of_padding_masks():
@@ -1180,6 +1197,11 @@ def test_key_lengths_of_padding_masks():
     holes = torch.ones(2, 1, 1, 7, dtype=torch.bool)
     holes[0, ..., 2] = False
     assert kl.get(holes, 2, 7) is None  # not a prefix
+    padding = kl.padding(holes, 2, 7, holes=True)  # the kept keys first, in their order
+    assert padding.lengths.tolist() == [6, 7] and padding.order.shape == (2, 7)
+    assert padding.order[0, :6].tolist() == [0, 1, 3, 4, 5, 6]
+    assert padding.order[1].tolist() == list(range(7)) and padding.rows is None
+    assert kl.padding(mask, 2, 7, holes=True).order is None  # a prefix: K and V as they are
     assert kl.get(torch.zeros(2, 1, 1, 7, dtype=torch.bool), 2, 7) is None  # no key at all
     bias = torch.zeros(2, 1, 1, 7)
     assert kl.get(bias, 2, 7) is None  # float masks only where the caller allows them (the
@@ -1231,14 +1253,18 @@ def test_wrapped_calls_take_joint_and_float_padding_masks(layout):
     """Through the wrapped processors' SDPA and dispatch entry points, eager: a joint padding
     mask runs int8attn with k_lengths and zeroes the padded query rows, as SDPA leaves them; a
     float key-padding bias made anew for the call (diffusers' prepare_attention_mask, LTX-2's
-    and Sana's cross-attention) runs int8attn too; both close to SDPA with the mask, and
-    compiled as eager. A joint mask with a hole runs SDPA (counted as a fallback)."""
+    and Sana's cross-attention) and a key-padding mask with the padding in the middle of a row
+    (QwenImage-2.1's batched prompts; the kept keys moved to the front) run int8attn too; all
+    close to SDPA with the mask, and compiled as eager. A joint mask with a hole runs SDPA
+    (counted as a fallback)."""
     proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
     B, H, N, D = 2, 2, 160, 32  # more than 128 keys: the quantized path
     q, k, v = (randn(B, H, N, D, seed=s) for s in (91, 92, 93))
     valid = torch.arange(N)[None, :] < torch.tensor([N, 131])[:, None]
     joint = (valid[:, None, :] & valid[:, :, None])[:, None]
     bias = torch.where(valid, 0.0, -10000.0)[:, None, None, :].expand(B, H, 1, N).clone()
+    middle = torch.ones(B, 1, 1, N, dtype=torch.bool)  # valid text, text padding, image
+    middle[1, ..., 20:50] = False
     holes = joint.clone()
     holes[0, 0, :, 3] = False
 
@@ -1248,11 +1274,12 @@ def test_wrapped_calls_take_joint_and_float_padding_masks(layout):
         t = [x.transpose(1, 2) for x in (q, k, v)]
         return proc.dispatch(*t, attn_mask=mask).transpose(1, 2)
 
-    for i, mask in enumerate((joint, bias)):
+    for i, mask in enumerate((joint, bias, middle)):
         out = call(mask)
         ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         assert rel_l1(out, ref) < 0.02
         assert proc.stats["int8attn"] == i + 1 and proc.stats["fallback"] == 0
+    assert rel_l1(call(middle), F.scaled_dot_product_attention(q, k, v)) > 0.02  # it masks
     assert torch.count_nonzero(call(joint)[1, :, 131:]) == 0  # the padded queries
     torch.testing.assert_close(call(holes), F.scaled_dot_product_attention(q, k, v,
                                                                              attn_mask=holes))
@@ -1260,7 +1287,7 @@ def test_wrapped_calls_take_joint_and_float_padding_masks(layout):
     # Compiled, both are one processor_masked_attention node deciding at run time.
     torch._dynamo.reset()
     compiled = torch.compile(call, fullgraph=True, backend="eager")
-    for mask in (joint, bias):
+    for mask in (joint, bias, middle):
         torch.testing.assert_close(compiled(mask), call(mask), rtol=0, atol=0)
 
 

@@ -22,7 +22,7 @@ import threading
 import types
 import warnings
 import weakref
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -77,14 +77,45 @@ class _TextKV:
         return source is self.source and source._version == self.version
 
 
+class _Padding(NamedTuple):
+    """What a padding mask amounts to for int8attn: ``lengths``, int32 [B] valid keys per batch
+    row (``k_lengths``); ``order``, int64 [B, L] the indices of each row's kept keys first
+    (None where they are already a prefix: the call's K and V as they are); ``rows``, for a
+    joint mask, each row's valid queries (host ints; the rows past them are zeroed)."""
+    lengths: torch.Tensor
+    order: Optional[torch.Tensor] = None
+    rows: Optional[List[int]] = None
+
+
+def _kept_keys_first(key: torch.Tensor, value: torch.Tensor, layout: str,
+                     order: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """K and V with each batch row's kept keys moved to the front (``order``, see
+    :class:`_Padding`), so a key-padding mask with holes runs as ``k_lengths``: the softmax
+    over a set of keys does not depend on their order. One gather of K and V (the kept keys
+    only), against the attention's N² work."""
+    if order is None:
+        return key, value
+    batch, kept = order.shape
+
+    def gather(x: torch.Tensor) -> torch.Tensor:
+        x = x.expand(batch, *x.shape[1:]) if x.shape[0] == 1 else x
+        if layout == "NHD":  # [B, N, H, D]
+            return x.gather(1, order[:, :, None, None].expand(batch, kept, *x.shape[2:]))
+        return x.gather(2, order[:, None, :, None].expand(batch, x.shape[1], kept, x.shape[3]))
+
+    return gather(key), gather(value)
+
+
 class _KeyLengths:
     """The valid key count of each batch row of a key-padding mask, for int8attn's
     ``k_lengths``: a mask [B or 1, H or 1, 1, Nk] (or [B or 1, 1, Nk]), bool (True keeps a key)
     or float (an additive bias: 0 keeps a key, at most −1000 drops it, as diffusers' −10000 in
     any dtype (bf16 rounds it to −9984) or −inf do: its softmax weight underflows to 0 in
-    float32), the same for every head, whose kept keys are a non-empty prefix of
-    every row (HunyuanVideo's joint attention, the text padding last; PixArt's and Sana's
-    cross-attention to padded T5 tokens). Checking that costs one host synchronisation, so the
+    float32), the same for every head, with kept keys in every row: a prefix (HunyuanVideo's
+    joint attention, the text padding last; PixArt's and Sana's cross-attention to padded T5
+    tokens) or, where the caller can move them to the front (:meth:`padding`), any set; and
+    joint masks over queries and keys (:meth:`get_joint`). Checking costs one host
+    synchronisation, so the
     last mask's answer is kept (a transformer passes every layer the same mask tensor, or a
     processor makes the same view of it in every call, as Z-Image's ``mask[:, None, None, :]``:
     the view's base is what is kept; its version counter and a weak reference catch changes and
@@ -95,8 +126,8 @@ class _KeyLengths:
     def __init__(self) -> None:
         self.key: Any = None
         self.mask: Any = None
-        self.lengths: Optional[torch.Tensor] = None
-        self.rows: Optional[List[int]] = None  # get_joint's answer
+        self.answer: Optional[_Padding] = None  # padding()'s
+        self.rows: Optional[List[int]] = None  # get_joint()'s
 
     @staticmethod
     def shaped(mask: Any, batch: int, keys: int, floats: bool = False) -> bool:
@@ -112,15 +143,30 @@ class _KeyLengths:
     def get(self, mask: Any, batch: int, keys: int,
             floats: bool = False) -> Optional[torch.Tensor]:
         """int32 [batch] lengths on the mask's device, or None if ``mask`` is not such a mask
-        (``floats``: see :meth:`shaped`)."""
+        with its kept keys a prefix of every row (``floats``: see :meth:`shaped`)."""
+        padding = self.padding(mask, batch, keys, floats)
+        return None if padding is None else padding.lengths
+
+    def padding(self, mask: Any, batch: int, keys: int, floats: bool = False,
+                holes: bool = False) -> Optional[_Padding]:
+        """:class:`_Padding` of a key-padding mask, or None if ``mask`` is not one. With
+        ``holes`` the kept keys may be any non-empty set of each row (QwenImage-2.1's batched
+        prompts: valid text, text padding, image), given as ``order``; without, only a prefix.
+        One host synchronisation (the kept keys' order, where needed, is computed on the
+        device); the last mask's answer is kept."""
         if not self.shaped(mask, batch, keys, floats):
             return None
         key = (mask.data_ptr(), mask._version, tuple(mask.shape), mask.stride(), mask.dtype,
                mask.device, batch)
         # a view made anew in every call is the same elements of the same (kept) base
         anchor = mask if mask._base is None else mask._base
-        if self.key == key and self.mask() is anchor:
-            return self.lengths
+        if not (self.key == key and self.mask() is anchor):
+            self.answer = self._read(mask, batch, keys)
+            self.key, self.mask = key, weakref.ref(anchor)
+        answer = self.answer
+        return answer if answer is None or holes or answer.order is None else None
+
+    def _read(self, mask: torch.Tensor, batch: int, keys: int) -> Optional[_Padding]:
         rows = mask[:, 0, :] if mask.dim() == 3 else mask[:, 0, 0, :]
         if mask.dtype == torch.bool:
             keep, valid = rows, None
@@ -128,15 +174,20 @@ class _KeyLengths:
             keep = rows == 0
             valid = (keep | (rows <= self.DROP)).all()
         lengths = keep.sum(1, dtype=torch.int32)
-        ok = ((torch.arange(keys, device=mask.device) < lengths[:, None]) == keep).all()
-        ok = ok & (lengths > 0).all()
+        ok = (lengths > 0).all()
         if mask.dim() == 4:  # the same for every head
             ok = ok & (mask == mask[:, :1]).all()
         if valid is not None:
             ok = ok & valid
-        self.key, self.mask = key, weakref.ref(anchor)
-        self.lengths = lengths.expand(batch).contiguous() if bool(ok) else None  # the one sync
-        return self.lengths
+        prefix = ((torch.arange(keys, device=mask.device) < lengths[:, None]) == keep).all()
+        head = torch.cat([torch.stack([ok, prefix]).to(torch.int32), lengths]).tolist()
+        if not head[0]:  # the one sync
+            return None
+        lengths = lengths.expand(batch).contiguous()
+        if head[1]:
+            return _Padding(lengths)
+        order = torch.argsort((~keep).to(torch.uint8), dim=1, stable=True)[:, :max(head[2:])]
+        return _Padding(lengths, order.expand(batch, -1))
 
     @staticmethod
     def joint_shaped(mask: Any, batch: int, tokens: int) -> bool:
@@ -525,7 +576,8 @@ class Int8AttnProcessor:
                 fallback_fn: Callable[[], torch.Tensor],
                 lengths_from: Optional[torch.Tensor] = None) -> torch.Tensor:
         """A call with an attention mask: int8attn with ``k_lengths`` where the mask is a
-        key-padding prefix, bool or float (:meth:`_KeyLengths.get`), or a joint padding mask
+        key-padding mask, bool or float, the same for every head (:meth:`_KeyLengths.padding`;
+        kept keys that are not a prefix are moved to the front first), or a joint padding mask
         over queries and keys (:meth:`_KeyLengths.get_joint`; the masked query rows are
         zeroed, as SDPA leaves them); ``fallback_fn`` otherwise. A call the routing sends to
         SDPA goes there before the mask is read (reading it costs a host synchronisation).
@@ -552,18 +604,19 @@ class Int8AttnProcessor:
             self._count("sdpa_routed")
             return fallback_fn()
         source = lengths_from if lengths_from is not None else mask
-        lengths = self._key_lengths.get(source, batch, keys, floats=True)
-        rows = None
-        if lengths is None:
-            rows = self._key_lengths.get_joint(source, batch, keys) if queries == keys \
-                else None
-            if rows is None:
-                self._count("fallback")
-                return fallback_fn()
-            lengths = torch.tensor(rows, dtype=torch.int32, device=query.device)
+        padding = self._key_lengths.padding(source, batch, keys, floats=True, holes=True)
+        if padding is None and queries == keys:
+            rows = self._key_lengths.get_joint(source, batch, keys)
+            if rows is not None:
+                padding = _Padding(torch.tensor(rows, dtype=torch.int32, device=query.device),
+                                   rows=rows)
+        if padding is None:
+            self._count("fallback")
+            return fallback_fn()
+        key, value = _kept_keys_first(key, value, layout, padding.order)
         out = self.run(query, key, value, layout=layout, scale=scale, fallback_fn=fallback_fn,
-                       out_like_sdpa=True, k_lengths=lengths)
-        for b, n in enumerate(rows or ()):  # the joint mask's padded queries: no keys, zeros
+                       out_like_sdpa=True, k_lengths=padding.lengths)
+        for b, n in enumerate(padding.rows or ()):  # a joint mask's padded queries: zeros
             (out[b, n:] if layout == "NHD" else out[b, :, n:]).zero_()
         return out
 

@@ -43,10 +43,12 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
             (natural log).
         attn_mask: Optional mask with SDPA's meaning, [B|1, Hq|1, Nq|1, Nk] (bool: True keeps a
             key; float: added to the scaled scores), torch tensors only. SageAttention ignores
-            it; int8attn computes it. A key-padding mask (one row for every query and head, its
-            kept keys a prefix of each batch row, float entries 0 or at most −1000) runs
-            int8attn with valid key lengths (checking it costs one host synchronisation per
-            new mask tensor); any other mask runs SDPA with the mask (``stats["sdpa_masked"]``).
+            it; int8attn computes it. A key-padding mask (one row for every query and head,
+            float entries 0 or at most −1000, at least one kept key in each batch row) runs
+            int8attn with valid key lengths, the kept keys moved to the front of K and V first
+            where they are not a prefix of the row (checking it costs one host synchronisation
+            per new mask tensor); any other mask runs SDPA with the mask
+            (``stats["sdpa_masked"]``).
             A call routed to SDPA (``route``) takes its mask there unread. Not with
             ``is_causal`` (as SDPA).
         dropout_p: Must be 0 (inference only).
@@ -92,13 +94,15 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         return _sdpa(q, k, v, layout, is_causal, sm_scale, attn_mask)
     k_lengths = None
     if attn_mask is not None:
-        k_lengths = _mask_lengths(q, k, attn_mask, layout)
-        if k_lengths is None:
+        padding = _mask_padding(q, k, attn_mask, layout)
+        if padding is None:
             if return_lse:
                 raise ValueError("attn_mask: with return_lse only a key-padding mask is "
                                  "supported (other masks run SDPA, which returns no LSE)")
             stats["sdpa_masked"] += 1
             return _sdpa(q, k, v, layout, is_causal, sm_scale, attn_mask)
+        k, v = _routing_parts()[4](k, v, layout, padding.order)
+        k_lengths = padding.lengths
     stats["int8attn"] += 1
     return attention(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale, layout=layout,
                      return_lse=return_lse, smooth_k=smooth_k, k_granularity=k_granularity,
@@ -118,16 +122,17 @@ sageattn.stats = stats  # type: ignore[attr-defined]
 # CUDA or masked call (torch is there then; importing inside every call would cost microseconds
 # of host time).
 _torch_parts: Optional[Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any],
-                             Any]] = None
+                             Any, Callable[..., Any]]] = None
 
 
-def _routing_parts() -> Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any], Any]:
+def _routing_parts() -> Tuple[Callable[..., Any], Callable[..., bool], Callable[..., Any], Any,
+                              Callable[..., Any]]:
     global _torch_parts
     if _torch_parts is None:
         from . import _processors
 
         _torch_parts = (_processors._call_shape, _processors._route, _processors._ORIGINAL_SDPA,
-                        _processors._KeyLengths())
+                        _processors._KeyLengths(), _processors._kept_keys_first)
     return _torch_parts
 
 
@@ -142,12 +147,13 @@ def _check_mask(q: Any, mask: Any, causal: bool) -> None:
                          "mask into attn_mask")
 
 
-def _mask_lengths(q: Any, k: Any, mask: Any, layout: str) -> Any:
-    """The int32 [B] valid key lengths ``mask`` amounts to, or None where it is not a
-    key-padding mask (the processors' reading, :class:`int8attn._processors._KeyLengths`: the
-    last mask's answer is kept, so a model passing every layer the same mask synchronises once)."""
+def _mask_padding(q: Any, k: Any, mask: Any, layout: str) -> Any:
+    """What ``mask`` amounts to as a key-padding mask (valid key lengths, and the kept keys'
+    order where they are not a prefix), or None where it is not one (the processors' reading,
+    :meth:`int8attn._processors._KeyLengths.padding`: the last mask's answer is kept, so a
+    model passing every layer the same mask synchronises once)."""
     keys = k.shape[1] if layout == "NHD" else k.shape[2]
-    return _routing_parts()[3].get(mask, q.shape[0], keys, floats=True)
+    return _routing_parts()[3].padding(mask, q.shape[0], keys, floats=True, holes=True)
 
 
 def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> bool:

@@ -323,21 +323,23 @@ def test_processor_and_replace(device):
         kw = proc.callback_on_step_end(None, 3, 0, {"latents": 1})
         assert kw == {"latents": 1} and proc.timestep == 0
 
-        # a key-padding bias runs int8attn with k_lengths; a mask with a hole falls back to
-        # SDPA, counted
+        # a key-padding bias runs int8attn with k_lengths, also with a hole (the kept keys
+        # moved to the front); a bias that is not a mask (-5) falls back to SDPA, counted
         pad = torch.zeros(4, 1, 77, device=device, dtype=dtype)
         pad[:, :, 70:] = float("-inf")
         holes = torch.zeros(4, 1, 77, device=device, dtype=dtype)
         holes[:, :, 3] = float("-inf")
+        soft = torch.zeros(4, 1, 77, device=device, dtype=dtype)
+        soft[:, :, 3] = -5.0
         before = proc.stats["int8attn"] + proc.stats["sdpa_routed"]
         outs = [unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=m)
-                for m in (pad, holes)]
+                for m in (pad, holes, soft)]
         unet.cross_attn.set_processor(AttnProcessor2_0())
-        for o, m in zip(outs, (pad, holes)):
+        for o, m in zip(outs, (pad, holes, soft)):
             ref = unet.cross_attn(x, encoder_hidden_states=ctx, attention_mask=m)
             torch.testing.assert_close(o, ref, rtol=1e-2, atol=1e-2)
         assert proc.stats["fallback"] == 1
-        assert proc.stats["int8attn"] + proc.stats["sdpa_routed"] == before + 1
+        assert proc.stats["int8attn"] + proc.stats["sdpa_routed"] == before + 2
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -421,8 +423,8 @@ def test_complex_rotary_is_pytorchs_product_bit_for_bit(device, model):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_key_padding_mask_runs_as_k_lengths(device):
-    """sdpa_int8 with a key-padding prefix mask runs int8attn (k_lengths) and agrees with
-    masked SDPA; a mask with holes falls back."""
+    """sdpa_int8 with a key-padding mask runs int8attn (k_lengths; with holes, the kept keys
+    moved to the front first) and agrees with masked SDPA; a per-query mask falls back."""
     from int8attn import _processors
 
     proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
@@ -436,7 +438,14 @@ def test_key_padding_mask_runs_as_k_lengths(device):
     assert rel_l1(out, ref) < BARS["balanced"]
     holes = mask.clone()
     holes[0, ..., 7] = False
-    _processors.sdpa_int8(q, k, v, attn_mask=holes, processor=proc)
+    holes[1, ..., 100:120] = False
+    ref = F.scaled_dot_product_attention(q.double().cpu(), k.double().cpu(), v.double().cpu(),
+                                         attn_mask=holes.cpu())
+    out = _processors.sdpa_int8(q, k, v, attn_mask=holes, processor=proc)
+    assert proc.stats["int8attn"] == 2 and proc.stats["fallback"] == 0
+    assert rel_l1(out, ref) < BARS["balanced"]
+    per_query = torch.ones(2, 1, 300, 300, dtype=torch.bool, device=device).tril()
+    _processors.sdpa_int8(q, k, v, attn_mask=per_query, processor=proc)
     assert proc.stats["fallback"] == 1
 
 
@@ -444,8 +453,9 @@ def test_key_padding_mask_runs_as_k_lengths(device):
 def test_sageattn_as_comfyui_calls_it(device):
     """ComfyUI's attention_sage: ``sageattn(q, k, v, attn_mask=mask, is_causal=False,
     tensor_layout="NHD")``. A float key-padding mask (ComfyUI's additive form) runs int8attn
-    with k_lengths and agrees with masked SDPA; a mask with holes runs SDPA. (route="always":
-    with "auto" a call the routing table sends to SDPA takes its mask there unread.)"""
+    with k_lengths and agrees with masked SDPA, also with holes (the kept keys moved to the
+    front); a per-query mask runs SDPA. (route="always": with "auto" a call the routing table
+    sends to SDPA takes its mask there unread.)"""
     from int8attn import _sage
 
     _sage.stats.update(int8attn=0, sdpa_routed=0, sdpa_masked=0)
@@ -468,4 +478,8 @@ def test_sageattn_as_comfyui_calls_it(device):
     holes[0, ..., 7] = -float("inf")
     out = int8attn.sageattn(q, k, v, attn_mask=holes, tensor_layout="NHD", route="always")
     ref = F.scaled_dot_product_attention(*hnd, attn_mask=holes.double().cpu()).transpose(1, 2)
+    assert rel_l1(out, ref) < BARS["fast"] and _sage.stats["int8attn"] == 2
+    per_query = torch.ones(2, 1, 300, 300, dtype=torch.bool, device=device).tril()
+    out = int8attn.sageattn(q, k, v, attn_mask=per_query, tensor_layout="NHD", route="always")
+    ref = F.scaled_dot_product_attention(*hnd, attn_mask=per_query.cpu()).transpose(1, 2)
     assert rel_l1(out, ref) < 1e-2 and _sage.stats["sdpa_masked"] == 1
