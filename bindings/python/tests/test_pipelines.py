@@ -689,6 +689,25 @@ def test_diffusers_models_eager(name):
     assert F.scaled_dot_product_attention is _processors._ORIGINAL_SDPA
 
 
+# bench/pipeline.py's models whose calls int8attn does not all take: HunyuanVideo's token
+# refiner masks text padding with key 0 kept for the padded queries (neither key padding nor a
+# joint mask), one call a step.
+_KNOWN_FALLBACKS = {"hunyuan": 1}
+
+
+@needs_diffusers
+@pytest.mark.parametrize("name", sorted(_bench_models()[1].TINY) if diffusers else [])
+def test_every_benchmark_model_runs_int8attn(name):
+    """Every model of the pipeline benchmark (tiny, inputs as its pipeline passes them): its
+    attention modules are swapped or wrapped, int8attn takes its calls (masks included), and
+    the output stays close to stock."""
+    _, model, _, ref, out = _tiny_bench_model_run(name)
+    stats = model._int8attn_processor.stats
+    assert stats["swapped_modules"] + stats["wrapped_modules"] > 0
+    assert stats["int8attn"] > 0 and stats["fallback"] == _KNOWN_FALLBACKS.get(name, 0)
+    assert rel_l1(out, ref) < 0.01
+
+
 @needs_diffusers
 def test_pixart_prompt_masks_run_int8attn():
     """PixArt-Sigma (the standard processor on a DiT; bench/pipeline.py's tiny config): its
