@@ -114,12 +114,11 @@ class _KeyLengths:
     float32), the same for every head, with kept keys in every row: a prefix (HunyuanVideo's
     joint attention, the text padding last; PixArt's and Sana's cross-attention to padded T5
     tokens) or, where the caller can move them to the front (:meth:`padding`), any set; and
-    joint masks over queries and keys (:meth:`get_joint`). Checking costs one host
-    synchronisation, so the
-    last mask's answer is kept (a transformer passes every layer the same mask tensor, or a
-    processor makes the same view of it in every call, as Z-Image's ``mask[:, None, None, :]``:
-    the view's base is what is kept; its version counter and a weak reference catch changes and
-    reuse of its memory)."""
+    joint masks over queries and keys (:meth:`get_joint`). Checking costs a host
+    synchronisation, so the last mask's answer is kept (a transformer passes every layer the
+    same mask tensor, or a processor makes the same view of it in every call, as Z-Image's
+    ``mask[:, None, None, :]``: the view's base is what is kept; its version counter and a weak
+    reference catch changes and reuse of its memory)."""
 
     DROP = -1.0e3  # a float mask's entries at or below this drop their key
 
