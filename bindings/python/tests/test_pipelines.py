@@ -1301,6 +1301,24 @@ def test_wrapped_calls_take_joint_and_float_padding_masks(layout):
 
 
 @needs_diffusers
+def test_dispatch_reads_rank_two_masks_as_diffusers_does():
+    """diffusers' native attention backend reads a [B, Nk] mask as [B, 1, 1, Nk] (Kandinsky 6
+    passes its prompt mask so): through the wrapped processors' dispatch it runs int8attn with
+    k_lengths, close to diffusers' own dispatch with that mask."""
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+    proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
+    q, k, v = (randn(2, 160, 2, 32, seed=s) for s in (94, 95, 96))  # [B, N, H, D]
+    mask = torch.ones(2, 160, dtype=torch.bool)
+    mask[1, 140:] = False
+    out = proc.dispatch(q, k, v, attn_mask=mask)
+    ref = dispatch_attention_fn(q, k, v, attn_mask=mask)
+    assert proc.stats["int8attn"] == 1 and proc.stats["fallback"] == 0
+    assert rel_l1(out, ref) < 0.02
+    assert rel_l1(out, dispatch_attention_fn(q, k, v)) > 0.02  # the mask was applied
+
+
+@needs_diffusers
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_wan_nested_rotary_is_bit_identical(dtype):
     """Wan's processor defines its rotary function inside __call__: the wrapped processor's code

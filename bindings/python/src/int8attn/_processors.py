@@ -566,7 +566,11 @@ class Int8AttnProcessor:
             self._count("fallback")
             return original()
         if attn_mask is not None:
-            return self._masked(query, key, value, attn_mask, "NHD", is_causal, scale, original)
+            mask = attn_mask
+            if mask.dim() == 2 and tuple(mask.shape) == (query.shape[0], key.shape[1]):
+                # [B, Nk], which diffusers' native backend reads as [B, 1, 1, Nk] (Kandinsky 6)
+                mask = mask[:, None, None, :]
+            return self._masked(query, key, value, mask, "NHD", is_causal, scale, original)
         return self.attention(query, key, value, layout="NHD", causal=is_causal, scale=scale,
                               fallback_fn=original)
 
