@@ -2,8 +2,9 @@
 """Whole denoising steps of real diffusers models: stock attention against int8attn.
 
 Each model of ``pipeline_models.py`` (SD1.5, SDXL, PixArt-Sigma, SD3-medium, SD3.5-large,
-FLUX.1-dev at 1024 and 2048 px, FLUX.2-dev, Qwen-Image, Z-Image, Wan2.1 1.3B and 14B, HunyuanVideo and HunyuanVideo-1.5,
-LTX-Video, CogVideoX-2B, Mochi) is built once from its published config with random weights (fixed
+FLUX.1-dev at 1024 and 2048 px, FLUX.2-dev, Qwen-Image, Z-Image, Wan2.1 1.3B and 14B,
+HunyuanVideo and HunyuanVideo-1.5, LTX-Video, CogVideoX-2B, Mochi) is built once from its
+published config with random weights (fixed
 seed; nothing is downloaded) in the dtype users run it in, and one sampler step — one forward
 call of the denoiser on the CFG batch — is timed under each configuration:
 

@@ -125,8 +125,7 @@ class _KeyLengths:
     def __init__(self) -> None:
         self.key: Any = None
         self.mask: Any = None
-        self.answer: Optional[_Padding] = None  # padding()'s
-        self.rows: Optional[List[int]] = None  # get_joint()'s
+        self.answer: Optional[_Padding] = None  # the last mask's, by padding() or get_joint()
 
     @staticmethod
     def shaped(mask: Any, batch: int, keys: int, floats: bool = False) -> bool:
@@ -196,11 +195,12 @@ class _KeyLengths:
                 and mask.shape[1] == 1 and tokens > 1 and mask.shape[-2] == tokens
                 and mask.shape[-1] == tokens and mask.shape[0] in (1, batch))
 
-    def get_joint(self, mask: Any, batch: int, tokens: int) -> Optional[List[int]]:
-        """The valid token count of each batch row (a host list of ``batch``) where ``mask`` is
-        a joint padding mask, else None: M[b, 0, q, k] = (q < n_b) and (k < n_b), the valid
-        tokens a non-empty prefix for queries as for keys (HunyuanVideo-1.5 builds it in every
-        joint attention call as ``m[:, None] & m[:, :, None]`` from its key-padding mask m).
+    def get_joint(self, mask: Any, batch: int, tokens: int) -> Optional[_Padding]:
+        """:class:`_Padding` with the valid token count of each batch row (``lengths`` and the
+        host list ``rows``) where ``mask`` is a joint padding mask, else None: M[b, 0, q, k] =
+        (q < n_b) and (k < n_b), the valid tokens a non-empty prefix for queries as for keys
+        (HunyuanVideo-1.5 builds it in every joint attention call as ``m[:, None] & m[:, :,
+        None]`` from its key-padding mask m).
         Query rows past n_b have every key masked, where PyTorch's SDPA gives 0; int8attn,
         run with ``k_lengths``, computes them over the valid keys, so the caller zeroes them.
         The check reads the first query's row, then (two host synchronisations) each row's
@@ -213,14 +213,14 @@ class _KeyLengths:
                mask.device, batch)
         anchor = mask if mask._base is None else mask._base
         if self.key == key and self.mask() is anchor:
-            return self.rows
+            return self.answer
         m = mask[:, 0]
         first = m[:, 0, :]  # the first query's keys: [B or 1, N]
         lengths = first.sum(1, dtype=torch.int32)
         prefix = (torch.arange(tokens, device=mask.device) < lengths[:, None]) == first
         head = torch.cat([(prefix.all() & (lengths > 0).all()).view(1).to(torch.int32),
                           lengths]).tolist()
-        rows: Optional[List[int]] = None
+        answer: Optional[_Padding] = None
         if head[0]:
             checks = []
             for b, n in enumerate(head[1:]):
@@ -229,9 +229,10 @@ class _KeyLengths:
                     checks.append(~m[b, n:].any())
                     checks.append(~m[b, :n, n:].any())
             if bool(torch.stack(checks).all()):
-                rows = head[1:] * (batch // len(head[1:]))
-        self.key, self.mask, self.rows = key, weakref.ref(anchor), rows
-        return rows
+                answer = _Padding(lengths.expand(batch).contiguous(),
+                                  rows=head[1:] * (batch // len(head[1:])))
+        self.key, self.mask, self.answer = key, weakref.ref(anchor), answer
+        return answer
 
 
 class Int8AttnProcessor:
@@ -386,9 +387,11 @@ class Int8AttnProcessor:
         step, ``o.transpose(1, 2).reshape(B, N, H * D)``, is a view instead of a copy (eager
         calls only: a compiled graph's op keeps the layout its fake output promised).
         ``k_lengths``: int32 [B] valid keys per batch row (eager calls only; the general call
-        path)."""
+        path), from :meth:`_masked`, which has made the routing decision on the call's own
+        shape (its K and V may hold only the kept keys)."""
         mode = self._mode_now()
-        if fallback_fn is not None and self.routes_to_sdpa(query, key, layout, mode):
+        if (fallback_fn is not None and k_lengths is None
+                and self.routes_to_sdpa(query, key, layout, mode)):
             self._count("sdpa_routed")
             return fallback_fn()
         cd = _compute_dtype(query)
@@ -609,10 +612,7 @@ class Int8AttnProcessor:
         source = lengths_from if lengths_from is not None else mask
         padding = self._key_lengths.padding(source, batch, keys, floats=True, holes=True)
         if padding is None and queries == keys:
-            rows = self._key_lengths.get_joint(source, batch, keys)
-            if rows is not None:
-                padding = _Padding(torch.tensor(rows, dtype=torch.int32, device=query.device),
-                                   rows=rows)
+            padding = self._key_lengths.get_joint(source, batch, keys)
         if padding is None:
             self._count("fallback")
             return fallback_fn()
