@@ -823,6 +823,30 @@ def test_mochi_attention_without_set_processor_is_wrapped():
 
 
 @needs_diffusers
+def test_mochi_compiles_with_a_policy():
+    """Mochi's two samples keep different numbers of text tokens, so dynamo traces the second
+    sample's joint call with symbolic lengths: compiled with a policy the model runs (it failed
+    to compile before) and gives what the eager one gives at every step."""
+    P, pm = _bench_models()
+    spec = pm.TINY["mochi"]
+    cpu = torch.device("cpu")
+    model = P.build_model(spec, cpu)
+    inputs = pm.make_inputs(spec, cpu)
+    int8attn.replace_attention_with_int8(model, mode="balanced", num_inference_steps=3)
+    eager = []
+    with torch.no_grad():
+        for step in range(3):
+            int8attn.set_timestep(model, step)
+            eager.append(P.prediction(model(**inputs)))
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="aot_eager")
+        for step in range(3):
+            int8attn.set_timestep(model, step)
+            torch.testing.assert_close(P.prediction(compiled(**inputs)), eager[step],
+                                       rtol=1e-4, atol=1e-4)
+
+
+@needs_diffusers
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("sequence_dim", [1, 2])
 def test_lean_rotary_is_bit_identical(dtype, sequence_dim):
@@ -1138,6 +1162,32 @@ def test_ltx_video_gets_the_flat_rotary():
     assert getattr(stand_in, "__int8attn_lean__", False)
     assert rel_l1(_out(model, inputs), ref) < 1e-3
     assert stand_in.state == {"checked": True, "ok": True}
+
+
+@pytest.mark.parametrize("policy", [False, True])
+def test_symbolic_lengths_under_torch_compile(policy):
+    """Lengths dynamo traces as symbolic (``dynamic=True`` here; in a model, a length that
+    varied between calls, as Mochi's per-sample text tokens do) cannot be looked up in the
+    routing table while tracing (that failed: "SymNodeVariable() is not a constant"): the call
+    becomes one processor_attention node that routes when it runs, with or without a policy,
+    counted at run time, and a new length compiles nothing new."""
+    torch._dynamo.reset()
+    proc = (_processors.Int8AttnProcessor(
+        policy=int8attn.TimestepPolicy(4, default_mode="balanced")) if policy
+        else _processors.Int8AttnProcessor(mode="balanced"))
+
+    def call(q, k, v):
+        return _processors.sdpa_int8(q, k, v, processor=proc)
+
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    compiled = torch.compile(call, backend="aot_eager", dynamic=True)
+    for i, n in enumerate((96, 161, 230)):
+        q, k, v = (randn(2, 2, n, 32, seed=90 + 3 * i + s) for s in range(3))
+        out = compiled(q, k, v)
+        assert rel_l1(out, F.scaled_dot_product_attention(q, k, v)) < 0.02, n
+    assert proc.stats["int8attn"] == 3
+    assert counters["stats"]["unique_graphs"] == 1, dict(counters["stats"])
 
 
 @pytest.mark.parametrize("layout", ["HND", "NHD"])

@@ -26,6 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tu
 
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from . import _routing
 from . import _torch_op
@@ -353,16 +354,21 @@ class Int8AttnProcessor:
         shape loses to SDPA even in the fastest mode in use is traced as that SDPA call;
         otherwise a processor without a policy traces int8attn's op, and one with a policy
         (whose mode changes with the sampler step) one ``int8attn::processor_attention`` node
-        that calls :meth:`run` at run time (the step's mode, EXACT steps to SDPA)."""
+        that calls :meth:`run` at run time (the step's mode, EXACT steps to SDPA). A call whose
+        shape dynamo traces as symbolic (a length that varied between calls, as Mochi's
+        per-sample text tokens do) cannot be looked up while tracing: it becomes that node
+        too, with or without a policy, and is routed when it runs."""
         if not _torch_op._is_compiling():
             return self.run(query, key, value, layout=layout, causal=causal, scale=scale,
                             fallback_fn=fallback_fn, out_like_sdpa=True)
+        static = _static_shapes(query, key)
         # Where even the fastest mode in use loses to SDPA, the graph holds SDPA itself.
-        device, *shape = _call_shape(query, key, layout)
-        if fallback_fn is not None and _route_at_trace(self.route, device, self._fastest_mode,
-                                                       *shape):
-            return fallback_fn()
-        if self.policy is not None:  # (not the step itself: a traced int becomes a guard)
+        if static and fallback_fn is not None:
+            device, *shape = _call_shape(query, key, layout)
+            if _route_at_trace(self.route, device, self._fastest_mode, *shape):
+                return fallback_fn()
+        # (not the step itself: a traced int becomes a guard)
+        if self.policy is not None or not static:
             return _torch_op.processor_attention(query, key, value, causal,
                                                  float(scale or 0.0), layout, self._op_id)
         return self.run(query, key, value, layout=layout, causal=causal, scale=scale,
@@ -650,6 +656,14 @@ def _call_shape(query: torch.Tensor, key: torch.Tensor, layout: str) -> Tuple[in
     n, h = (1, 2) if layout == "NHD" else (2, 1)
     return (query.get_device() if query.is_cuda else -1, int(query.shape[-1]),
             int(query.shape[n]), int(key.shape[n]), int(query.shape[0]) * int(query.shape[h]))
+
+
+def _static_shapes(*tensors: torch.Tensor) -> bool:
+    """Whether every size of ``tensors`` is a constant of the graph being traced. Inside dynamo
+    a symbolic size passes ``isinstance(d, int)``, and a constant-folded function such as
+    :func:`_route_at_trace` fails on it; a symbolic size has no upper bound the tracer can
+    prove, and asking installs no guard (the compiled graph stays dynamic)."""
+    return all(statically_known_true(d < 2**62) for t in tensors for d in t.shape)
 
 
 def _route(route: str, device: int, mode: int, head_dim: int, nq: int, nk: int,
