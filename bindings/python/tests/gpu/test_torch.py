@@ -324,7 +324,11 @@ def test_processor_and_replace(device):
         assert kw == {"latents": 1} and proc.timestep == 0
 
         # a key-padding bias runs int8attn with k_lengths, also with a hole (the kept keys
-        # moved to the front); a bias that is not a mask (-5) falls back to SDPA, counted
+        # moved to the front); a bias that is not a mask (-5) falls back to SDPA, counted.
+        # A FAST step with the routing table off, so the masked calls reach int8attn (step 0
+        # is EXACT, which the table sends to SDPA before any mask is read).
+        int8attn.set_timestep(pipe, 1)
+        proc.route = "always"
         pad = torch.zeros(4, 1, 77, device=device, dtype=dtype)
         pad[:, :, 70:] = float("-inf")
         holes = torch.zeros(4, 1, 77, device=device, dtype=dtype)
