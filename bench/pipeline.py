@@ -510,7 +510,10 @@ def measure(model: torch.nn.Module, inputs: Dict[str, Any], config: str, mode: s
             # sampler step shows up here rather than in the timed steps
             warm = range(1, 1 + max(args.warmup, policy_steps))
         else:
-            warm = range(args.warmup)
+            # the policy's warm-up reaches its first ordinary (FAST) step: else, with one
+            # warm-up step (--quick), the timed step 1 is the process's first FAST step and
+            # carries its one-time costs (first launches of the FAST kernels)
+            warm = range(max(args.warmup, 2) if policy_steps else args.warmup)
         watch = RecompileWatch(compiled)
         for i in warm:
             watch(lambda: step(i))
@@ -565,28 +568,39 @@ def measure(model: torch.nn.Module, inputs: Dict[str, Any], config: str, mode: s
 
 def attention_pass(step: Callable[[int], torch.Tensor], config: str, proc: Any,
                    policy_steps: int, cuda: bool) -> Dict[str, Any]:
-    """One more step (all S for the policy) with every attention call timed."""
+    """One more step (all S for the policy) with every attention call timed. The policy's
+    attention ms and call counts are a generation's mean step, weighed as its step time is
+    (``policy_step_ms``): over S = 3 a plain mean would count the two EXACT steps as 2/3 of
+    the generation instead of 2/30, and set their attention beside a step time that does not."""
     rec = AttentionRecorder(cuda)
     recording = recording_stock_attention if config in STOCK else recording_int8attn_attention
     n = policy_steps or 1
-    stats0 = _stats(proc)
-    step_ms = []
+    step_ms, attn_steps, stat_steps = [], [], []
     with recording(rec):
         for i in range(n):
+            before, stats0 = rec.total_ms(), _stats(proc)
             _, ms = timed(lambda: step(i), cuda)
             step_ms.append(ms)
-    attn = rec.total_ms() / n
-    stats = _stats_diff(_stats(proc), stats0)
-    res = {"attn_ms": attn, "attn_calls": rec.calls / n,
+            attn_steps.append(rec.total_ms() - before)
+            stat_steps.append(_stats_diff(_stats(proc), stats0))
+
+    def per_step(values: List[float]) -> float:
+        weighed = policy_step_ms(values) if policy_steps else None
+        return weighed if weighed is not None else statistics.fmean(values)
+
+    res = {"attn_ms": per_step(attn_steps), "attn_ms_all": [round(t, 4) for t in attn_steps],
+           "attn_calls": rec.calls / n,
            "attn_shapes": {k: v / n for k, v in sorted(rec.shapes.items(),
                                                         key=lambda kv: -kv[1])},
            "attn_pass_step_ms": statistics.fmean(step_ms),
-           "int8attn_stats_step": ({k: v / n for k, v in stats.items()}
-                                   if stats is not None else None)}
-    if stats is not None and sum(stats.values()) != rec.calls:
+           "int8attn_stats_step": ({k: per_step([float(st[k]) for st in stat_steps])
+                                    for k in STAT_KEYS} if stat_steps[0] is not None else None)}
+    total = sum(sum(st.values()) for st in stat_steps) if stat_steps[0] is not None else None
+    if total is not None and total > rec.calls:
         # a processor path that does not pass through Int8AttnProcessor.attention (the masked
-        # fallbacks count but bypass it): its time is missing from attn_ms
-        res["attn_calls_untimed"] = (sum(stats.values()) - rec.calls) / n
+        # fallbacks count but bypass it): its time is missing from attn_ms. (Fewer counted
+        # than timed: attention outside the processors, Mochi's text pooling.)
+        res["attn_calls_untimed"] = (total - rec.calls) / n
     return res
 
 
@@ -953,7 +967,8 @@ def render_markdown(report: Dict[str, Any]) -> str:
         f"steps EXACT: the first and last of {meta.get('steps')} timed steps as timed, the "
         f"other {POLICY_REF_STEPS - 2} at the median of the timed ordinary steps). "
         f"Attention ms, share and ideal (step − attention) from an eager pass timing every "
-        f"attention call; int8attn calls per step: int8attn/routed to SDPA/fallback.")
+        f"attention call (the policy's weighed as its step is); int8attn calls per step: "
+        f"int8attn/routed to SDPA/fallback.")
     runs = report.get("runs") or [meta]
     lines += ["", "Commands: " + "; ".join(f"`{r.get('command')}`" for r in runs), ""]
     lines.append("| " + " | ".join(_COLUMNS) + " |")
