@@ -367,7 +367,7 @@ class Int8AttnProcessor:
             device, *shape = _call_shape(query, key, layout)
             if _route_at_trace(self.route, device, self._fastest_mode, *shape):
                 return fallback_fn()
-        # (not the step itself: a traced int becomes a guard)
+        # The node passes the processor, not its step or mode: a traced int becomes a guard.
         if self.policy is not None or not static:
             return _torch_op.processor_attention(query, key, value, causal,
                                                  float(scale or 0.0), layout, self._op_id)
