@@ -336,9 +336,11 @@ INT8ATTN_API int8attn_status_t int8attn_synchronize(int8attn_context_t* context,
 
 /** @brief Precision modes (`mode` fields).
  *
- *  A forward call on fresh K/V with at most 128 keys runs EXACT whatever its mode, on every
- *  backend: such a call (text cross-attention) is bound by reading Q and writing O, so
- *  quantization would add only its error. Calls against a K/V cache keep the cache's mode. */
+ *  A forward call on fresh K/V with at most 128 keys, or at most 512 keys whose count times the
+ *  head dim (rounded up to a multiple of 32) is at most 32768, runs EXACT whatever its mode, on
+ *  every backend: such a call (text cross-attention) is bound by reading Q and writing O, or by
+ *  the quantized path's preparation, so quantization would add only its error. Calls against a
+ *  K/V cache keep the cache's mode. */
 enum int8attn_mode_values {
   INT8ATTN_MODE_DEFAULT = 0,  /**< Use the policy's mode for the timestep, else BALANCED. */
   INT8ATTN_MODE_EXACT = 1,    /**< fp16/bf16 (fp32 on CPU) flash attention, no quantization. */

@@ -217,7 +217,7 @@ class PolicyForward : public capi::AttentionTest {
 };
 
 TEST_F(PolicyForward, ModeFollowsTheTimestep) {
-  Nk = 200;  // more than kExactMaxKeys: with fewer keys every mode runs EXACT
+  Nk = 520;  // more than kExactMaxShortKeys: with fewer keys every mode runs EXACT
   build();
   int8attn_policy_params_t pp;
   int8attn_policy_params_init(&pp);
@@ -237,21 +237,31 @@ TEST_F(PolicyForward, ModeFollowsTheTimestep) {
   EXPECT_EQ(run(INT8ATTN_MODE_DEFAULT, h.p, 1), exact);
 }
 
-// A call on fresh K/V with at most 128 keys runs EXACT whatever its mode (common/modes.h,
-// kExactMaxKeys); one key more and the INT8 modes quantize again.
+// A call on fresh K/V with at most 128 keys, or at most 512 whose keys × head dim (rounded up to
+// 32) stay within 32768, runs EXACT whatever its mode (common/modes.h, exact_for_keys); one key
+// more and the INT8 modes quantize again.
 TEST_F(PolicyForward, FewKeysRunExactInEveryMode) {
-  for (int64_t nk : {1, 77, 128}) {
-    Nk = nk;
+  struct Case {
+    int64_t d, nk;
+    bool exact;
+  };
+  const Case cases[] = {{64, 1, true},     {64, 77, true},   {64, 128, true},  {64, 300, true},
+                        {64, 512, true},   {64, 513, false}, {40, 512, true},  {128, 256, true},
+                        {128, 257, false}, {72, 341, true},  {72, 342, false}, {256, 128, true},
+                        {256, 129, false}};
+  for (const Case& c : cases) {
+    D = c.d;
+    Nk = c.nk;
     build();
     const auto exact = run(INT8ATTN_MODE_EXACT);
-    EXPECT_EQ(run(INT8ATTN_MODE_BALANCED), exact) << nk << " keys";
-    EXPECT_EQ(run(INT8ATTN_MODE_FAST), exact) << nk << " keys";
+    if (c.exact) {
+      EXPECT_EQ(run(INT8ATTN_MODE_BALANCED), exact) << c.nk << " keys, head dim " << c.d;
+      EXPECT_EQ(run(INT8ATTN_MODE_FAST), exact) << c.nk << " keys, head dim " << c.d;
+    } else {
+      EXPECT_NE(run(INT8ATTN_MODE_BALANCED), exact) << c.nk << " keys, head dim " << c.d;
+      EXPECT_NE(run(INT8ATTN_MODE_FAST), exact) << c.nk << " keys, head dim " << c.d;
+    }
   }
-  Nk = 129;
-  build();
-  const auto exact = run(INT8ATTN_MODE_EXACT);
-  EXPECT_NE(run(INT8ATTN_MODE_BALANCED), exact);
-  EXPECT_NE(run(INT8ATTN_MODE_FAST), exact);
 }
 
 }  // namespace

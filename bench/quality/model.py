@@ -48,12 +48,13 @@ def sdpa_attention(q, k, v, step=None):
     return F.scaled_dot_product_attention(q, k, v)
 
 
-# The model attends over 64 tokens, and on at most 128 keys every mode runs EXACT (the library's
-# rule for fresh K/V, src/common/modes.h mode_for_keys: every row would read 100 dB and measure
-# nothing). Each int8attn call therefore gets its K and V repeated 3 times along the keys (192
-# keys): the same attention (each key's softmax weight splits into three equal parts, and every
-# 64-key block and the K mean are those of the original keys), run on the quantized paths.
-KEY_REPEATS = 3
+# The model attends over 64 tokens, and on at most 512 keys (of its head dim) every mode runs
+# EXACT (the library's rule for fresh K/V, src/common/modes.h exact_for_keys: every row would
+# read 100 dB and measure nothing). Each int8attn call therefore gets its K and V repeated 9
+# times along the keys (576 keys): the same attention (each key's softmax weight splits into
+# nine equal parts, and every 64-key block and the K mean are those of the original keys), run
+# on the quantized paths. (Until 2026-11-29 the rule stopped at 128 keys and this was 3.)
+KEY_REPEATS = 9
 
 
 def int8attn_attention(mode: Optional[str] = None, policy=None,

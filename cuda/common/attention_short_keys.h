@@ -1,6 +1,7 @@
 // The one-launch path for calls with few keys (attention_short_keys.cuh): text cross-attention
 // (77 or 120 keys against thousands of query rows) and other calls on fresh K/V with at most
-// kExactMaxKeys keys, which run EXACT in every mode (src/common/modes.h says why).
+// kExactMaxKeys keys, which run EXACT in every mode (src/common/modes.h says why). Hopper's
+// version (sm90/attention_short_keys_wgmma.h) also takes the EXACT calls of up to 512 keys.
 //
 // Such a call is bound by reading Q and writing O: 4096 queries against 77 keys at head dim 64
 // do 80 multiply-adds per byte of Q and O, about the GPU's balance point for fp16 MMAs. So
@@ -26,7 +27,11 @@ struct ShortKeysParams {
   // contiguous, rows 16-byte aligned; stride 0 broadcasts).
   int64_t k_stride[3] = {0, 0, 0};
   int64_t v_stride[3] = {0, 0, 0};
-  int key_groups = 1;     // 16-key groups of K and V in shared memory (at least ceil(Nk / 16))
+  // 16-key groups of K and V in shared memory (at least ceil(Nk / 16)); with `wgmma`, those of
+  // the last key chunk, after full_chunks chunks of 64 keys.
+  int key_groups = 1;
+  int full_chunks = 0;
+  int warpgroups = 1;     // `wgmma`: warpgroups a CTA, sharing its K and V
   int row_tiles = 0;      // tiles of one kv-head's packed rows (16 rows; 64 with `wgmma`)
   int ctas_per_head = 1;  // CTAs sharing a (batch, kv-head); grid = B·Hkv·ctas_per_head
   bool wgmma = false;     // Hopper: the warpgroup-MMA kernel (sm90/attention_short_keys_wgmma.h)

@@ -27,7 +27,8 @@ using MmaHeadDims = HeadDims<32, 64, 96, 128, 160, 192, 224, 256>;
 // S tile in the consumers' registers; 32 is left to the warp-MMA kernel.
 using WgmmaHeadDims = HeadDims<64, 96, 128, 160, 192>;
 // The small-problem cluster kernel (sm90/attention_small_kernel.cuh): up to 192, where one
-// CTA's shared memory still holds the head's K and V.
-using SmallHeadDims = HeadDims<32, 64, 96, 128, 160, 192>;
+// CTA's shared memory still holds the head's K and V; not below 160, where its calls (at most
+// 256 keys) run EXACT on the few-keys kernel instead (exact_for_keys, src/common/modes.h).
+using SmallHeadDims = HeadDims<160, 192>;
 
 }  // namespace int8attn

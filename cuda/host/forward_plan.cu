@@ -45,28 +45,29 @@ bool small_fits(int dpad, int D, SmallAttnParams& s) {
 
 bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) {
   const AttnKernelParams& a = plan.attn;
-  if (plan.mode != Mode::kExact || p.Nk > kExactMaxKeys || p.Nk < 1 || p.cache != nullptr ||
+  if (plan.mode != Mode::kExact || !exact_for_keys(p.Nk, p.D) || p.Nk < 1 || p.cache != nullptr ||
       p.block_mask != nullptr || p.dtype == DType::kF32 || !a.q_vec || !a.o_vec ||
       !short_keys_head_dim(plan.dpad) || !kv_rows_16b(p.k) || !kv_rows_16b(p.v))
     return false;
   ShortKeysParams& s = plan.short_params;
   s.key_groups = static_cast<int>((p.Nk + 15) / 16);
-  // Hopper: the warpgroup-MMA kernel where it is compiled for the head dim, with the key groups
-  // rounded up to a compiled count; else the warp-MMA one.
+  // Hopper: the warpgroup-MMA kernel where it is compiled for the head dim and its shared
+  // memory fits (the only one past 128 keys); else the warp-MMA one.
   int tile_rows = 16, cta_tiles = kShortKeysWarps, ctas_per_sm = 0;
 #if defined(INT8ATTN_HAVE_SM90)
-  const int wg_groups = short_keys_wgmma_groups(s.key_groups);
-  if (dev.cc_major == 9 && short_keys_wgmma_head_dim(plan.dpad) && wg_groups > 0 &&
-      short_keys_wgmma_smem_bytes(plan.dpad, wg_groups) <= dev.smem_per_block) {
+  if (dev.cc_major == 9 && short_keys_wgmma_layout(plan.dpad, p.Nk, dev.smem_per_block,
+                                                   dev.smem_per_sm, s, ctas_per_sm)) {
     s.wgmma = true;
-    s.key_groups = wg_groups;
     tile_rows = kShortKeysWgmmaRows;
-    cta_tiles = 1;
-    ctas_per_sm = short_keys_wgmma_ctas_per_sm(plan.dpad, wg_groups, dev.smem_per_sm);
+    cta_tiles = s.warpgroups;
   }
 #endif
   if (!s.wgmma) {
-    if (short_keys_smem_bytes(plan.dpad, s.key_groups) > dev.smem_per_block) return false;
+    s.key_groups = static_cast<int>((p.Nk + 15) / 16);
+    s.full_chunks = 0;
+    s.warpgroups = 1;
+    if (p.Nk > kExactMaxKeys || short_keys_smem_bytes(plan.dpad, s.key_groups) > dev.smem_per_block)
+      return false;
     ctas_per_sm = short_keys_ctas_per_sm(plan.dpad, s.key_groups, dev.smem_per_sm);
   }
   s.a = a;  // EXACT: row pitch Nq, one split
@@ -83,8 +84,23 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
   // streams tiles of Q with copies in flight.
   const int64_t heads = static_cast<int64_t>(a.B) * a.Hkv;
   const int64_t resident = static_cast<int64_t>(ctas_per_sm) * dev.sm_count;
-  const int64_t by_rows = (s.row_tiles + cta_tiles - 1) / cta_tiles;
-  s.ctas_per_head = static_cast<int>(std::max<int64_t>(1, std::min(resident / heads, by_rows)));
+  const auto ctas_per_head = [&](int64_t tiles_per_cta) {
+    return std::max<int64_t>(
+        1, std::min(resident / heads, (s.row_tiles + tiles_per_cta - 1) / tiles_per_cta));
+  };
+  // Warpgroups sharing a CTA's K/V: the fewest that still give every warpgroup the fewest tiles
+  // (the tiles are serial per warpgroup; more CTAs use more SMs for the K/V copies). 256 queries
+  // over 256 keys at head dim 64, 24 heads: 96 CTAs of one 0.0064 ms, 24 of four 0.0105 ms (H200).
+  for (int w = 1; w < s.warpgroups; ++w) {
+    const int64_t tiles = (s.row_tiles + w * ctas_per_head(w) - 1) / (w * ctas_per_head(w));
+    const int64_t best = (s.row_tiles + cta_tiles * ctas_per_head(cta_tiles) - 1) /
+                         (cta_tiles * ctas_per_head(cta_tiles));
+    if (tiles <= best) {
+      s.warpgroups = cta_tiles = w;
+      break;
+    }
+  }
+  s.ctas_per_head = static_cast<int>(ctas_per_head(cta_tiles));
   if (heads * s.ctas_per_head > 0x7fffffff) return false;
   plan.short_keys = true;
   plan.workspace_bytes = 0;
@@ -115,8 +131,7 @@ bool plan_small(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& dev) 
   // without keys to prepare.
   const int64_t c32 = (rows + 31) / 32;
   s.rows = kSmallMaxRows;
-  if (plan.dpad >= 64 && s.k_per_token && c32 <= kSmallMaxCluster &&
-      heads <= dev.small_clusters[c32]) {
+  if (s.k_per_token && c32 <= kSmallMaxCluster && heads <= dev.small_clusters[c32]) {
     s.rows = 32;
     s.cluster = static_cast<int>(c32);
     s.kc = small_keys_per_cta(s.nkp, s.cluster, quantum);

@@ -1,12 +1,16 @@
 // The few-keys kernel on warpgroup MMAs (attention_short_keys_wgmma.h says why).
 //
-// CTA = one warpgroup of one (batch, kv-head), blockIdx.x = head · ctas_per_head + part. It
-// copies the head's K and V once into shared memory (zeros past the batch's valid length and the
-// head dim), then walks the head's 64-row tiles of packed Q rows part, part + ctas_per_head, ...,
-// the next tile's Q copied into the second buffer while one is computed. A tile:
-//   S = Q·Kᵀ, one m64nk16 MMA (N = the keys) per 16 channels, Q and K from shared memory;
-//   the softmax over all keys at once (log2 domain, no running maximum, no rescale);
-//   O = P·V, one m64nDk16 MMA per group, P from registers, V N-major from shared memory;
+// CTA = one to four warpgroups of one (batch, kv-head), blockIdx.x = head·ctas_per_head + part.
+// It copies the head's K and V once into shared memory (zeros past the batch's valid length and
+// the head dim), then each warpgroup walks its own 64-row tiles of packed Q rows, the next tile's
+// Q copied into its second buffer while one is computed. Keys sit in chunks: a call of at most
+// 128 keys has one, of GROUPS 16-key groups; a longer one `full_chunks` of 64 keys and a last
+// one of GROUPS = 4 groups. A tile, chunk by chunk:
+//   S = Q·Kᵀ, one m64nk16 MMA (N = the chunk's keys) per 16 channels, Q and K from shared
+//     memory; its wait also retires the previous chunk's P·V, so the two run back to back;
+//   the softmax over the chunk (log2 domain): with one chunk the row maxima are final, with
+//     more a running maximum rescales O and the sums when it rises;
+//   O += P·V, one m64nDk16 MMA per group, P from registers, V N-major from shared memory;
 //   O normalised into the tile's Q buffer, then out in 16-byte chunks of whole rows.
 // Every element of a row's softmax is EXACT's: P rounded to the input type for its MMA, the sum
 // and O in fp32.
@@ -20,48 +24,66 @@
 #include "cuda/common/pdl.cuh"
 #include "cuda/common/swizzle.cuh"
 #include "cuda/sm90/attention_short_keys_wgmma.h"
+#include "cuda/sm90/named_barrier.cuh"
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_ops.cuh"
 
 namespace int8attn {
 
-template <int DPAD, bool BF16, int GROUPS>
+// MULTI: compiled for full chunks before the last one (up to kShortKeysWgmmaMaxKeys keys, one
+// to four warpgroups a CTA); else one warpgroup and the last chunk only (at most 128 keys).
+template <int DPAD, bool BF16, int GROUPS, bool MULTI>
 struct ShortKeysWgmmaTraits {
   static constexpr bool kBf16 = BF16;
+  static constexpr bool kMulti = MULTI;
   static constexpr int kRows = kShortKeysWgmmaRows;
   static constexpr int kRowBytes = 2 * DPAD;      // fp16/bf16 rows of Q, K, V and O
   static constexpr int kChunks = kRowBytes / 16;  // 16-byte chunks of a row (an even count)
-  // 16-key groups of K and V (the P·V MMAs' k-steps; all of them are one Q·Kᵀ MMA's N), fixed
-  // at compile time so that every loop over them is unrolled without branches and S, P and the
-  // shared memory are sized to them (short_keys_wgmma_groups: the call's groups rounded up to a
-  // compiled count).
+  // 16-key groups of the last key chunk (the P·V MMAs' k-steps; all of them are one Q·Kᵀ MMA's
+  // N), fixed at compile time so that every loop over them is unrolled without branches and S,
+  // P and the shared memory are sized to them (short_keys_wgmma_groups: the call's groups
+  // rounded up to a compiled count). A full chunk is 8 groups.
   static constexpr int kGroups = GROUPS;
-  static constexpr int kKeys = 16 * kGroups;
+  static constexpr int kFullGroups = kShortKeysWgmmaChunkKeys / 16;
+  static constexpr int kPGroups = MULTI ? kFullGroups : GROUPS;  // P registers: the widest chunk
   static constexpr int kKSteps = DPAD / 16;  // Q·Kᵀ k-steps of 16 channels (32 bytes)
   static constexpr int kQBufs = 2;           // the tile computed and the next one in flight
   // Q (the A operand) and K (B) K-major, V (B) N-major: rows of kRowBytes as column slabs of
-  // the swizzle span (dev::SlabTile), the layout BALANCED's wgmma kernel reads its V in.
+  // the swizzle span (dev::SlabTile), the layout BALANCED's wgmma kernel reads its V in. Each
+  // key chunk is a tile of its own, so a chunk's descriptors are the one-chunk kernel's.
   using QTile = dev::SlabTile<kRowBytes, kRows>;
-  using KVTile = dev::SlabTile<kRowBytes, kKeys>;
+  using FullTile = dev::SlabTile<kRowBytes, kShortKeysWgmmaChunkKeys>;
+  using LastTile = dev::SlabTile<kRowBytes, 16 * GROUPS>;
   static constexpr int kSpan = QTile::kSpan;
   static constexpr int kQBytes = kRows * kRowBytes;
-  static constexpr int kKVBytes = kKeys * kRowBytes;
-  static_assert(kQBytes % 1024 == 0 && kKVBytes % 1024 == 0, "tiles keep the swizzle's alignment");
+  static constexpr int kFullBytes = kShortKeysWgmmaChunkKeys * kRowBytes;
+  static constexpr int kLastBytes = 16 * GROUPS * kRowBytes;
+  static_assert(kQBytes % 1024 == 0 && kLastBytes % 1024 == 0 && kFullBytes % 1024 == 0,
+                "tiles keep the swizzle's alignment");
   // Dynamic shared memory, with room to align the base to 1024 bytes.
-  static constexpr int kSmemBytes = 1024 + kQBufs * kQBytes + 2 * kKVBytes;
-  // Descriptors: 8-row groups are 8 slab rows apart; V's channel slabs kSlabBytes apart.
+  __host__ __device__ static constexpr int smem_bytes(int full_chunks, int warpgroups) {
+    return 1024 + warpgroups * kQBufs * kQBytes + 2 * (full_chunks * kFullBytes + kLastBytes);
+  }
+  // Descriptors: 8-row groups are 8 slab rows apart; a 16-key group of V is 16 slab rows.
   static constexpr uint32_t kDescHi = dev::smem_desc_hi(8 * kSpan, kSpan);
-  static constexpr uint32_t kVLbo = KVTile::kSlabBytes;
   static constexpr int kGroupRows16 = 16 * kSpan / 16;  // a 16-key group, in 16-byte units
-  // CTAs an SM: as many as the shared memory holds (the runtime keeps 1 KB a block), at most
-  // 4 (128 registers a thread).
-  static constexpr int kBySmem = 228 * 1024 / (kSmemBytes + 1024);
-  static constexpr int kMinBlocks = kBySmem < 1 ? 1 : kBySmem > 4 ? 4 : kBySmem;
+  // Warpgroups a CTA, and CTAs an SM: one-chunk CTAs are one warpgroup, as many a SM as the
+  // shared memory holds (the runtime keeps 1 KB a block), at most 4 (128 registers a thread).
+  // A multi-chunk CTA holds a whole head's K/V, one a SM, shared by up to four warpgroups
+  // (128 registers a thread) at padded head dim 64, three (168) up to 128, two above: each
+  // warpgroup's tile is a chain of MMA waits and softmax, so the SM needs several to keep its
+  // pipes busy (three against two: 23-28% faster at head dim 64 with 512 keys, H200). Chunks
+  // of 64 keys keep S and P small enough for that: with 128-key chunks three warpgroups at
+  // 168 registers made ptxas serialise the MMAs of the 64-key last chunks.
+  static constexpr int kMaxWarpgroups = !MULTI ? 1 : DPAD <= 64 ? 4 : DPAD <= 128 ? 3 : 2;
+  static constexpr int kMaxThreads = kMaxWarpgroups * kRows * 2;
+  static constexpr int kBySmem = 228 * 1024 / (smem_bytes(0, 1) + 1024);
+  static constexpr int kMinBlocks = MULTI ? 1 : kBySmem < 1 ? 1 : kBySmem > 4 ? 4 : kBySmem;
 };
 
 // cp.async of 64-row Q tile `tile` of kv-head hkv (packed rows) into sQ, zeros outside Q: thread
-// t copies half of row t/2's chunks (alternate chunks, so a lane pair reads 32 contiguous bytes);
-// one commit group.
+// t of the warpgroup copies half of row t/2's chunks (alternate chunks, so a lane pair reads 32
+// contiguous bytes); one commit group.
 template <class T>
 __device__ __forceinline__ void short_keys_wgmma_load_q(const AttnKernelParams& p, int b, int hkv,
                                                         int L, int tile, uint8_t* sQ, int tid) {
@@ -78,38 +100,44 @@ __device__ __forceinline__ void short_keys_wgmma_load_q(const AttnKernelParams& 
   dev::cp_async_commit();
 }
 
-// cp.async of the head's keys [0, kKeys) of K and V into their tiles; keys at or past the
-// batch's valid length L (or Nk) and channels past D are zeros (a masked key's P is 0, and
-// 0·NaN would be NaN). Once per CTA.
+// cp.async of the head's keys (full_chunks chunks of 64, then the last chunk's) of K and V
+// into their tiles; keys at or past the batch's valid length L (or Nk) and channels past D are
+// zeros (a masked key's P is 0, and 0·NaN would be NaN). Once per CTA, by all its threads.
 template <class T>
 __device__ __forceinline__ void short_keys_wgmma_load_kv(const ShortKeysParams& P, int b, int hkv,
-                                                         int L, uint8_t* sK, uint8_t* sV, int tid) {
+                                                         int L, int full_chunks, uint8_t* sK,
+                                                         uint8_t* sV, int tid, int threads) {
   const AttnKernelParams& p = P.a;
   const uint16_t* k16 = static_cast<const uint16_t*>(p.k) + b * P.k_stride[0] + hkv * P.k_stride[1];
   const uint16_t* v16 = static_cast<const uint16_t*>(p.v) + b * P.v_stride[0] + hkv * P.v_stride[1];
-  for (int i = tid; i < T::kKeys * T::kChunks; i += T::kRows * 2) {
+  const int full_keys = full_chunks * kShortKeysWgmmaChunkKeys;
+  for (int i = tid; i < (full_keys + 16 * T::kGroups) * T::kChunks; i += threads) {
     const int j = i / T::kChunks, c = i % T::kChunks;
     const bool ok = j < L && c * 8 < p.D;
-    const int soff = T::KVTile::offset(j, c * 16);
+    const int soff = j < full_keys
+                         ? (j / kShortKeysWgmmaChunkKeys) * T::kFullBytes +
+                               T::FullTile::offset(j % kShortKeysWgmmaChunkKeys, c * 16)
+                         : full_chunks * T::kFullBytes + T::LastTile::offset(j - full_keys, c * 16);
     dev::cp_async_16(sK + soff, ok ? k16 + j * P.k_stride[2] + c * 8 : k16, ok);
     dev::cp_async_16(sV + soff, ok ? v16 + j * P.v_stride[2] + c * 8 : v16, ok);
   }
   dev::cp_async_commit();
 }
 
-// S = Q·Kᵀ, one m64nk16 MMA per 16 channels with N = all the keys: s[2g + i][e] is key
-// 16g + 8i + 2·t4 + (e & 1) of row half e >> 1 (the accumulator's layout, the mma.sync m16n8 one
-// per warp).
-template <class T>
+// S = Q·Kᵀ over one key chunk of CG groups laid out as Tile, one m64nk16 MMA per 16 channels
+// with N = the chunk's keys: s[2g + i][e] is key 16g + 8i + 2·t4 + (e & 1) of the chunk, row
+// half e >> 1 (the accumulator's layout, the mma.sync m16n8 one per warp). Its wait also
+// retires any P·V still in flight.
+template <int CG, class Tile, class T>
 __device__ __forceinline__ void short_keys_wgmma_qk(uint32_t q_lo, uint32_t k_lo,
-                                                    float (&s)[2 * T::kGroups][4]) {
-  using Ops = dev::WgmmaOps<T::kKeys>;
-  float(&sf)[8 * T::kGroups] = *reinterpret_cast<float(*)[8 * T::kGroups]>(&s[0][0]);
+                                                    float (&s)[2 * CG][4]) {
+  using Ops = dev::WgmmaOps<16 * CG>;
+  float(&sf)[8 * CG] = *reinterpret_cast<float(*)[8 * CG]>(&s[0][0]);
   dev::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < T::kKSteps; ++kk) {
     const uint64_t dq = dev::smem_desc_of(q_lo + T::QTile::kstep_offset(kk) / 16, T::kDescHi);
-    const uint64_t dk = dev::smem_desc_of(k_lo + T::KVTile::kstep_offset(kk) / 16, T::kDescHi);
+    const uint64_t dk = dev::smem_desc_of(k_lo + Tile::kstep_offset(kk) / 16, T::kDescHi);
     if constexpr (T::kBf16) {
       if (kk == 0)
         Ops::template bf16_ss<false>(sf, dq, dk);
@@ -127,72 +155,89 @@ __device__ __forceinline__ void short_keys_wgmma_qk(uint32_t q_lo, uint32_t k_lo
   dev::wgmma_fence_regs(s);
 }
 
-// O = P·V (P: pa[g], the A fragment of key group g).
-template <int DPAD, class T>
-__device__ __forceinline__ void short_keys_wgmma_pv(const uint32_t (&pa)[T::kGroups][4],
+// O (+)= P·V over one key chunk (P: pa[g], the A fragment of the chunk's group g; v_lo: the
+// chunk's V tile). Issued and committed, not waited for: the next chunk's Q·Kᵀ or the caller
+// waits. FIRST: O starts from this chunk's product.
+template <int CG, bool FIRST, int DPAD, class T>
+__device__ __forceinline__ void short_keys_wgmma_pv(const uint32_t (&pa)[T::kPGroups][4],
                                                     uint32_t v_lo, float (&o)[DPAD / 2]) {
   dev::wgmma_fence();
 #pragma unroll
-  for (int g = 0; g < T::kGroups; ++g) {
+  for (int g = 0; g < CG; ++g) {
     const uint64_t dv = dev::smem_desc_of(v_lo + g * T::kGroupRows16, T::kDescHi);
     if constexpr (T::kBf16) {
-      if (g == 0)
+      if (FIRST && g == 0)
         dev::WgmmaOps<DPAD>::template bf16_rs<false>(o, pa[g], dv);
       else
         dev::WgmmaOps<DPAD>::template bf16_rs<true>(o, pa[g], dv);
     } else {
-      if (g == 0)
+      if (FIRST && g == 0)
         dev::WgmmaOps<DPAD>::template f16_rs<false>(o, pa[g], dv);
       else
         dev::WgmmaOps<DPAD>::template f16_rs<true>(o, pa[g], dv);
     }
   }
   dev::wgmma_commit();
-  dev::wgmma_wait<0>();
-  dev::wgmma_fence_regs(o);
 }
 
-// The softmax of a warp's 16 rows over all their keys, in place: keys past a row's range masked,
-// the row maxima m (scaled, log2 domain) and sums l (over the quad), P = 2^(s·scale − m) packed
-// as the P·V A fragments.
-template <class T>
-__device__ __forceinline__ void short_keys_wgmma_softmax(float (&s)[2 * T::kGroups][4],
-                                                         const RowInfo (&my_rows)[2], float scale,
-                                                         int t4, float (&m)[2], float (&l)[2],
-                                                         uint32_t (&pa)[T::kGroups][4]) {
+// The softmax of a warp's 16 rows over one key chunk [key0, key0 + 16·CG), in place: keys past
+// a row's range masked, the row maxima m (scaled, log2 domain) and the thread's partial sums l
+// (summed over the quad at the end), P = 2^(s·scale − m) packed as the P·V A fragments. FIRST:
+// m and l start here; else m is a running maximum and, where it rises, O and l are rescaled
+// (O's previous P·V has completed).
+template <int CG, bool FIRST, int DPAD, class T>
+__device__ __forceinline__ void short_keys_wgmma_softmax(
+    float (&s)[2 * CG][4], const RowInfo (&my_rows)[2], float scale, int t4, int key0,
+    float (&m)[2], float (&l)[2], uint32_t (&pa)[T::kPGroups][4], float (&o)[DPAD / 2]) {
   // Groups at or past the warp's smallest range end need masking (the last one, without causal).
   int lo = 0x7fffffff;
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh)
     if (my_rows[rh].valid) lo = min(lo, my_rows[rh].hi);
-  lo = __reduce_min_sync(0xffffffffu, lo);
+  lo = __reduce_min_sync(0xffffffffu, lo) - key0;
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int g = 0; g < T::kGroups; ++g) {
+  for (int g = 0; g < CG; ++g) {
     if (16 * g + 16 > lo) {
 #pragma unroll
       for (int i = 0; i < 2; ++i)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          if (16 * g + 8 * i + 2 * t4 + (e & 1) >= my_rows[e >> 1].hi) s[2 * g + i][e] = -INFINITY;
+          if (key0 + 16 * g + 8 * i + 2 * t4 + (e & 1) >= my_rows[e >> 1].hi)
+            s[2 * g + i][e] = -INFINITY;
     }
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh)
       mx[rh] = fmaxf(mx[rh], fmaxf(fmaxf(s[2 * g][2 * rh], s[2 * g][2 * rh + 1]),
                                    fmaxf(s[2 * g + 1][2 * rh], s[2 * g + 1][2 * rh + 1])));
   }
-  float ref[2];
+  float ref[2], corr[2] = {1.f, 1.f};
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     mx[rh] = fmaxf(mx[rh], __shfl_xor_sync(0xffffffffu, mx[rh], 1));
     mx[rh] = fmaxf(mx[rh], __shfl_xor_sync(0xffffffffu, mx[rh], 2));
-    m[rh] = mx[rh] * scale;  // −inf stays −inf (scale > 0): a row with no key
-    ref[rh] = mx[rh] == -INFINITY ? 0.f : m[rh];
+    float m_new = mx[rh] * scale;  // −inf stays −inf (scale > 0): no key so far
+    if constexpr (!FIRST) {
+      m_new = fmaxf(m_new, m[rh]);
+      // m[rh] finite implies m_new finite and at least m[rh]; with no key before, O and l are 0.
+      corr[rh] = m[rh] == -INFINITY ? 0.f : dev::fast_exp2(m[rh] - m_new);
+    }
+    m[rh] = m_new;
+    ref[rh] = m_new == -INFINITY ? 0.f : m_new;
+  }
+  if constexpr (!FIRST) {
+    // After the first chunks a row's maximum seldom rises: the warp rescales only when one does.
+    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+      for (int i = 0; i < DPAD / 8; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[4 * i + e] *= corr[e >> 1];
+    }
   }
   // Two partial sums a row half: shorter add chains.
   float part[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
-  for (int g = 0; g < T::kGroups; ++g) {
+  for (int g = 0; g < CG; ++g) {
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -207,26 +252,48 @@ __device__ __forceinline__ void short_keys_wgmma_softmax(float (&s)[2 * T::kGrou
   }
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
-    l[rh] = part[rh][0] + part[rh][1];
-    l[rh] += __shfl_xor_sync(0xffffffffu, l[rh], 1);
-    l[rh] += __shfl_xor_sync(0xffffffffu, l[rh], 2);
+    if constexpr (FIRST)
+      l[rh] = part[rh][0] + part[rh][1];
+    else
+      l[rh] = fmaf(l[rh], corr[rh], part[rh][0] + part[rh][1]);
   }
+}
+
+// One key chunk of a tile: its Q·Kᵀ (whose wait retires the previous chunk's P·V), softmax
+// and P·V issue.
+template <int CG, bool FIRST, int DPAD, class Tile, class T>
+__device__ __forceinline__ void short_keys_wgmma_chunk(
+    uint32_t q_lo, uint32_t k_lo, uint32_t v_lo, int key0, const RowInfo (&my_rows)[2], float scale,
+    int t4, float (&m)[2], float (&l)[2], uint32_t (&pa)[T::kPGroups][4], float (&o)[DPAD / 2]) {
+  float s[2 * CG][4];
+  short_keys_wgmma_qk<CG, Tile, T>(q_lo, k_lo, s);
+  if constexpr (!FIRST) {
+    // The previous P·V read pa and wrote o until the wait above: keep both in their registers.
+    dev::wgmma_fence_regs(pa);
+    dev::wgmma_fence_regs(o);
+  }
+  short_keys_wgmma_softmax<CG, FIRST, DPAD, T>(s, my_rows, scale, t4, key0, m, l, pa, o);
+  short_keys_wgmma_pv<CG, FIRST, DPAD, T>(pa, v_lo, o);
 }
 
 // The warp's 16 rows of O (wgmma accumulator layout) and their LSE: normalised rows packed into
 // the tile's Q buffer sQt (its Q·Kᵀ reads completed before the P·V did), then whole rows out
-// with 16-byte stores, a lane pair per row.
+// with 16-byte stores, a lane pair per row. l: the thread's partial sums.
 template <int DPAD, class T>
 __device__ __forceinline__ void short_keys_wgmma_store_o(const AttnKernelParams& p, int b, int hkv,
                                                          int L, int tile,
                                                          const float (&o)[DPAD / 2],
-                                                         const float (&m)[2], const float (&l)[2],
+                                                         const float (&m)[2], float (&l)[2],
                                                          const RowInfo (&my_rows)[2], uint8_t* sQt,
                                                          int warp, int lane) {
   const int g8 = lane >> 2, t4 = lane & 3;
   float inv_l[2];
 #pragma unroll
-  for (int rh = 0; rh < 2; ++rh) inv_l[rh] = l[rh] == 0.f ? 0.f : 1.0f / l[rh];  // no key: O = 0
+  for (int rh = 0; rh < 2; ++rh) {
+    l[rh] += __shfl_xor_sync(0xffffffffu, l[rh], 1);
+    l[rh] += __shfl_xor_sync(0xffffffffu, l[rh], 2);
+    inv_l[rh] = l[rh] == 0.f ? 0.f : 1.0f / l[rh];  // no key: O = 0
+  }
   // fp16 saturates a finite value past its range (pack_out_pair), four instructions a value;
   // a row's values are weighted means of V's, so that happens only with |V| near 65504 (or
   // infinite): the warp takes the saturating pack only when some |value| exceeds 65504.
@@ -270,66 +337,101 @@ __device__ __forceinline__ void short_keys_wgmma_store_o(const AttnKernelParams&
   }
 }
 
-template <int DPAD, bool BF16, int GROUPS>
-__global__ void __launch_bounds__(kShortKeysWgmmaRows * 2,
-                                  (ShortKeysWgmmaTraits<DPAD, BF16, GROUPS>::kMinBlocks))
+template <int DPAD, bool BF16, int GROUPS, bool MULTI>
+__global__ void __launch_bounds__((ShortKeysWgmmaTraits<DPAD, BF16, GROUPS, MULTI>::kMaxThreads),
+                                  (ShortKeysWgmmaTraits<DPAD, BF16, GROUPS, MULTI>::kMinBlocks))
     attention_short_keys_wgmma_kernel(const __grid_constant__ ShortKeysParams P) {
   dev::chain_kernels();
-  using T = ShortKeysWgmmaTraits<DPAD, BF16, GROUPS>;
+  using T = ShortKeysWgmmaTraits<DPAD, BF16, GROUPS, MULTI>;
   const AttnKernelParams& p = P.a;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_raw + ((1024u - (dev::smem_addr(smem_raw) & 1023u)) & 1023u);
-  uint8_t* sK = smem + T::kQBufs * T::kQBytes;
-  uint8_t* sV = sK + T::kKVBytes;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int wgs = MULTI ? P.warpgroups : 1;
+  const int full_chunks = MULTI ? P.full_chunks : 0;
+  uint8_t* sK = smem + wgs * T::kQBufs * T::kQBytes;
+  uint8_t* sV = sK + full_chunks * T::kFullBytes + T::kLastBytes;
+  const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
+  const int warp = wtid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
   const int head = blockIdx.x / P.ctas_per_head, part = blockIdx.x % P.ctas_per_head;
   const int b = head / p.Hkv, hkv = head % p.Hkv;
   const int L = valid_keys(p, b);
-  const uint32_t q_lo = dev::smem_desc_lo(smem, 16), k_lo = dev::smem_desc_lo(sK, 16);
-  const uint32_t v_lo = dev::smem_desc_lo(sV, T::kVLbo);
+  uint8_t* sQ = smem + wg * T::kQBufs * T::kQBytes;  // this warpgroup's two Q buffers
+  const uint32_t q_lo = dev::smem_desc_lo(sQ, 16), k_lo = dev::smem_desc_lo(sK, 16);
+  const uint32_t v_full_lo = dev::smem_desc_lo(sV, T::FullTile::kSlabBytes);
+  const uint32_t v_last_lo =
+      dev::smem_desc_lo(sV + full_chunks * T::kFullBytes, T::LastTile::kSlabBytes);
+  const uint32_t k_last_lo = k_lo + full_chunks * (T::kFullBytes / 16);
+  const int tile_step = P.ctas_per_head * wgs;
 
-  int tile = part;
-  if (tile < P.row_tiles) short_keys_wgmma_load_q<T>(p, b, hkv, L, tile, smem, tid);
-  short_keys_wgmma_load_kv<T>(P, b, hkv, L, sK, sV, tid);
-  for (int k = 0; tile < P.row_tiles; tile += P.ctas_per_head, ++k) {
-    // This tile's copies (every thread's) have landed and are visible to the MMAs; every warp
-    // is done with the other buffer, which the next tile's copies then refill.
+  int tile = part * wgs + wg;
+  if (tile < P.row_tiles) short_keys_wgmma_load_q<T>(p, b, hkv, L, tile, sQ, wtid);
+  short_keys_wgmma_load_kv<T>(P, b, hkv, L, full_chunks, sK, sV, tid, wgs * 128);
+  if constexpr (MULTI) {
+    // K and V come from every warpgroup's copies: visible to all before any tile.
     dev::cp_async_wait<0>();
     dev::fence_proxy_async_smem();
     __syncthreads();
+  }
+  for (int k = 0; tile < P.row_tiles; tile += tile_step, ++k) {
+    // This tile's copies (every thread's of the warpgroup) have landed and are visible to the
+    // MMAs; every warp of it is done with the other buffer, which the next tile's copies then
+    // refill.
+    dev::cp_async_wait<0>();
+    dev::fence_proxy_async_smem();
+    if constexpr (MULTI)
+      dev::named_bar_sync(1 + wg, 128);
+    else
+      __syncthreads();
     const int buf = k & 1;
-    if (tile + P.ctas_per_head < P.row_tiles)
-      short_keys_wgmma_load_q<T>(p, b, hkv, L, tile + P.ctas_per_head,
-                                 smem + (buf ^ 1) * T::kQBytes, tid);
+    if (tile + tile_step < P.row_tiles)
+      short_keys_wgmma_load_q<T>(p, b, hkv, L, tile + tile_step, sQ + (buf ^ 1) * T::kQBytes, wtid);
 
     // K's and V's descriptor bases re-read each tile: hoisted out of the loop, every MMA's
     // 64-bit descriptor would hold two registers for the whole kernel.
-    uint32_t kb = k_lo, vb = v_lo;
+    uint32_t kb = k_last_lo, vb = v_last_lo;
     asm volatile("" : "+r"(kb), "+r"(vb));
-    float s[2 * T::kGroups][4];
-    short_keys_wgmma_qk<T>(q_lo + buf * (T::kQBytes / 16), kb, s);
+    const uint32_t qb = q_lo + buf * (T::kQBytes / 16);
     const RowInfo my_rows[2] = {row_info(p, hkv, tile * T::kRows + warp * 16 + g8, L),
                                 row_info(p, hkv, tile * T::kRows + warp * 16 + g8 + 8, L)};
+    const float scale = p.sm_scale_log2;
     float m[2], l[2];
-    uint32_t pa[T::kGroups][4];
-    short_keys_wgmma_softmax<T>(s, my_rows, p.sm_scale_log2, t4, m, l, pa);
+    uint32_t pa[T::kPGroups][4];
     float o[DPAD / 2];
-    short_keys_wgmma_pv<DPAD, T>(pa, vb, o);
-    short_keys_wgmma_store_o<DPAD, T>(p, b, hkv, L, tile, o, m, l, my_rows, smem + buf * T::kQBytes,
+    if constexpr (MULTI) {
+      uint32_t kf = k_lo, vf = v_full_lo;
+      asm volatile("" : "+r"(kf), "+r"(vf));
+      short_keys_wgmma_chunk<T::kFullGroups, true, DPAD, typename T::FullTile, T>(
+          qb, kf, vf, 0, my_rows, scale, t4, m, l, pa, o);
+#pragma unroll 1
+      for (int c = 1; c < full_chunks; ++c)
+        short_keys_wgmma_chunk<T::kFullGroups, false, DPAD, typename T::FullTile, T>(
+            qb, kf + c * (T::kFullBytes / 16), vf + c * (T::kFullBytes / 16),
+            c * kShortKeysWgmmaChunkKeys, my_rows, scale, t4, m, l, pa, o);
+      short_keys_wgmma_chunk<GROUPS, false, DPAD, typename T::LastTile, T>(
+          qb, kb, vb, full_chunks * kShortKeysWgmmaChunkKeys, my_rows, scale, t4, m, l, pa, o);
+    } else {
+      short_keys_wgmma_chunk<GROUPS, true, DPAD, typename T::LastTile, T>(qb, kb, vb, 0, my_rows,
+                                                                          scale, t4, m, l, pa, o);
+    }
+    dev::wgmma_wait<0>();
+    dev::wgmma_fence_regs(pa);
+    dev::wgmma_fence_regs(o);
+    short_keys_wgmma_store_o<DPAD, T>(p, b, hkv, L, tile, o, m, l, my_rows, sQ + buf * T::kQBytes,
                                       warp, lane);
   }
 }
 
-template <int DPAD, bool BF16, int GROUPS>
+template <int DPAD, bool BF16, int GROUPS, bool MULTI>
 cudaError_t launch_short_keys_wgmma_instance(const ShortKeysParams& P, cudaStream_t stream) {
-  using T = ShortKeysWgmmaTraits<DPAD, BF16, GROUPS>;
-  auto kernel = attention_short_keys_wgmma_kernel<DPAD, BF16, GROUPS>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  using T = ShortKeysWgmmaTraits<DPAD, BF16, GROUPS, MULTI>;
+  auto kernel = attention_short_keys_wgmma_kernel<DPAD, BF16, GROUPS, MULTI>;
+  const int wgs = MULTI ? P.warpgroups : 1;
+  const int smem = T::smem_bytes(MULTI ? P.full_chunks : 0, wgs);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(P.a.B) * P.a.Hkv * P.ctas_per_head);
-  return launch_kernel(kernel, grid, dim3(T::kRows * 2), T::kSmemBytes, stream, false, P);
+  return launch_kernel(kernel, grid, dim3(T::kRows * 2 * wgs), smem, stream, false, P);
 }
 
 }  // namespace int8attn

@@ -32,13 +32,11 @@ cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-// 64 query rows per CTA, or 32 (not at dpad 32: a warp's Q pass there covers 8 rows).
+// 64 query rows per CTA, or 32.
 template <int DPAD, Mode MODE, bool BF16>
 cudaError_t launch_rows(const SmallAttnParams& p, cudaStream_t s) {
   if (p.rows == 64) return launch<DPAD, MODE, BF16, 64>(p, s);
-  if constexpr (DPAD >= 64) {
-    if (p.rows == 32) return launch<DPAD, MODE, BF16, 32>(p, s);
-  }
+  if (p.rows == 32) return launch<DPAD, MODE, BF16, 32>(p, s);
   return cudaErrorInvalidValue;
 }
 
@@ -53,7 +51,7 @@ cudaError_t launch_dpad(const SmallAttnParams& p, int dpad, cudaStream_t s) {
 int small_max_active_clusters(int cluster) {
   // Any instance will do: all run one 256-thread CTA per SM (registers); the most shared memory
   // makes that so for this query too.
-  const auto kernel = small::attention_small_kernel<64, Mode::kFast, false, 32>;
+  const auto kernel = small::attention_small_kernel<160, Mode::kFast, false, 32>;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kSmallMaxSmem)) != cudaSuccess)
     return 0;

@@ -34,7 +34,7 @@ namespace int8attn {
 // a latency chain. 32-row CTAs (clusters of up to 8) halve it once more where the
 // grid still fits one wave.
 constexpr int kSmallThreads = 256;
-constexpr int kSmallMaxRows = 64;    // query rows per CTA: 64, or 32 at padded head dims >= 64
+constexpr int kSmallMaxRows = 64;    // query rows per CTA: 64, or 32
 constexpr int kSmallKeyTile = 64;    // keys per online-softmax step
 constexpr int kSmallMaxCluster = 8;  // portable cluster size
 constexpr int kSmallMaxKeys = 256;   // keys per (batch, kv-head), padded to kSmallKeyTile

@@ -43,13 +43,23 @@ I8A_MODE_HD constexpr Mode runnable_mode(Mode m, bool fp8_available) {
   return (m == Mode::kFast && !fp8_available) ? Mode::kBalanced : m;
 }
 
-// Calls with few keys (text cross-attention: 77 or 120 keys) are bound by reading Q and writing
-// O, not by the matrix work: quantizing Q and K would add error and passes and save nothing. A
-// call on fresh K/V (not a cache) with at most kExactMaxKeys keys therefore runs EXACT in every
-// mode, on every backend (documented at int8attn_mode_t). The core applies this once per call.
+// Calls with few keys (text cross-attention: 77, 120, 300 or 512 keys) are bound by reading Q
+// and writing O, or by launches and preparation passes, not by the matrix work: quantizing Q and
+// K would add error and passes and save nothing. A call on fresh K/V (not a cache) therefore
+// runs EXACT in every mode, on every backend, when it has at most kExactMaxKeys keys, or at
+// most kExactMaxShortKeys keys whose K and V are small: keys × head dim (rounded up to 32
+// channels) at most kExactMaxKeyChannels, so that a GPU CTA holds a head's K and V (128 KB of
+// fp16) in shared memory and streams Q through them in one launch (documented at
+// int8attn_mode_t). The core applies this once per call.
 inline constexpr int64_t kExactMaxKeys = 128;
-I8A_MODE_HD constexpr Mode mode_for_keys(Mode m, int64_t nk, bool cache) {
-  return (!cache && nk <= kExactMaxKeys) ? Mode::kExact : m;
+inline constexpr int64_t kExactMaxShortKeys = 512;
+inline constexpr int64_t kExactMaxKeyChannels = 32768;
+I8A_MODE_HD constexpr bool exact_for_keys(int64_t nk, int64_t head_dim) {
+  return nk <= kExactMaxKeys ||
+         (nk <= kExactMaxShortKeys && nk * ((head_dim + 31) / 32 * 32) <= kExactMaxKeyChannels);
+}
+I8A_MODE_HD constexpr Mode mode_for_keys(Mode m, int64_t nk, int64_t head_dim, bool cache) {
+  return (!cache && exact_for_keys(nk, head_dim)) ? Mode::kExact : m;
 }
 
 // Bytes per element of a floating-point input type.

@@ -302,7 +302,7 @@ void check_heads(int64_t Hq, int64_t Hkv, const char* kv_name) {
 // in resolve_options (caller's, else the policy's, else BALANCED) only.
 void run_on_device(Context& ctx, AttnProblem& p) {
   p.mode = runnable_mode(p.mode, ctx.backend(p.device_type, "q").fp8_available());
-  p.mode = mode_for_keys(p.mode, p.Nk, p.cache != nullptr);
+  p.mode = mode_for_keys(p.mode, p.Nk, p.D, p.cache != nullptr);
 }
 
 }  // namespace

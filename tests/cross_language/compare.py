@@ -7,8 +7,8 @@ import os
 import struct
 import sys
 
-# N > 128: on at most 128 keys every mode runs EXACT (README.md).
-B, H, N, D = 1, 2, 150, 40
+# N > 512: on at most 512 keys (of 40 channels) every mode runs EXACT (README.md).
+B, H, N, D = 1, 2, 550, 40
 LEN = B * H * N * D
 # Against float64: (max |O - O_ref| allowed, min cosine similarity). |O_ref| reaches 2.3 here and
 # some rows have a sharp softmax, where INT8 Q·Kᵀ errors show most.

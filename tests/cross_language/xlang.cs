@@ -6,8 +6,8 @@ using Int8Attn;
 
 static class XLang
 {
-    // N > 128: on at most 128 keys every mode runs EXACT (README.md).
-    const int B = 1, H = 2, N = 150, D = 40;
+    // N > 512: on at most 512 keys (of 40 channels) every mode runs EXACT (README.md).
+    const int B = 1, H = 2, N = 550, D = 40;
 
     static float[] Input(long c)
     {

@@ -252,9 +252,9 @@ def test_policy_from_sigmas():
 
 
 def test_attention_with_policy(rng):
-    # more than 128 keys: with fewer every mode runs EXACT
+    # more than 512 keys: with fewer (of 64 channels) every mode runs EXACT
     q = randn(rng, 1, 2, 64, 64)
-    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
+    k, v = (randn(rng, 1, 2, 520, 64) for _ in range(2))
     pol = int8attn.TimestepPolicy(5, default_mode="balanced")
     exact = int8attn.attention(q, k, v, mode="exact")
     bal = int8attn.attention(q, k, v, mode="balanced")
@@ -272,9 +272,9 @@ def test_attention_with_policy(rng):
 def test_policy_decides_with_the_default_mode(rng, recwarn):
     """Issue 26: ``attention(q, k, v, policy=pol, timestep=t)`` (no mode) runs the policy's mode
     for the step, not BALANCED; no warning. Without a policy the default is BALANCED."""
-    # more than 128 keys: with fewer every mode runs EXACT
+    # more than 512 keys: with fewer (of 64 channels) every mode runs EXACT
     q = randn(rng, 1, 2, 64, 64)
-    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
+    k, v = (randn(rng, 1, 2, 520, 64) for _ in range(2))
     pol = int8attn.TimestepPolicy(4)  # library defaults: EXACT at both ends, FAST between
     assert pol.modes() == [int8attn.Mode.EXACT, int8attn.Mode.FAST, int8attn.Mode.FAST,
                            int8attn.Mode.EXACT]

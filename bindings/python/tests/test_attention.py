@@ -29,9 +29,9 @@ def check(o, ref, mode, dtype=np.float32):
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("d", [40, 64, 128])
 def test_modes_match_reference(rng, mode, dtype, d):
-    # more than 128 keys: with fewer every mode runs EXACT
+    # more than 512 keys: with fewer every mode runs EXACT
     q = randn(rng, 2, 3, 77, d, dtype=dtype)
-    k, v = (randn(rng, 2, 3, 136, d, dtype=dtype) for _ in range(2))
+    k, v = (randn(rng, 2, 3, 520, d, dtype=dtype) for _ in range(2))
     o = int8attn.attention(q, k, v, mode=mode)
     assert o.shape == q.shape and o.dtype == q.dtype
     ref, _ = attention_ref(q, k, v)
@@ -39,9 +39,9 @@ def test_modes_match_reference(rng, mode, dtype, d):
 
 
 def test_default_mode_is_balanced(rng):
-    # more than 128 keys: with fewer every mode runs EXACT
+    # more than 512 keys: with fewer every mode runs EXACT
     q = randn(rng, 1, 2, 64, 64)
-    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
+    k, v = (randn(rng, 1, 2, 520, 64) for _ in range(2))
     a = int8attn.attention(q, k, v, mode=None)
     b = int8attn.attention(q, k, v, mode="balanced")
     np.testing.assert_array_equal(a, b)
@@ -90,9 +90,9 @@ def test_causal(rng, nq, nk):
 
 
 def test_return_lse_and_sm_scale(rng):
-    # more than 128 keys: with fewer BALANCED runs EXACT
+    # more than 512 keys: with fewer BALANCED runs EXACT
     q = randn(rng, 2, 2, 45, 64)
-    k, v = (randn(rng, 2, 2, 136, 64) for _ in range(2))
+    k, v = (randn(rng, 2, 2, 520, 64) for _ in range(2))
     o, lse = int8attn.attention(q, k, v, mode="exact", return_lse=True, sm_scale=0.07)
     ref, ref_lse = attention_ref(q, k, v, sm_scale=0.07)
     assert lse.shape == (2, 2, 45) and lse.dtype == np.float32
@@ -105,9 +105,9 @@ def test_return_lse_and_sm_scale(rng):
 
 def test_lse_with_k_smoothing(rng):
     """LSE is of the real scores: K smoothing's per-row shift sm_scale·q·mean(K) is added back."""
-    # more than 128 keys: with fewer BALANCED runs EXACT, without K smoothing
+    # more than 512 keys: with fewer BALANCED runs EXACT, without K smoothing
     q = randn(rng, 1, 2, 45, 64)
-    k, v = (randn(rng, 1, 2, 136, 64) for _ in range(2))
+    k, v = (randn(rng, 1, 2, 520, 64) for _ in range(2))
     k += 1.0  # a channel bias in K makes the smoothing shift visible
     _, lse = int8attn.attention(q, k, v, mode="balanced", return_lse=True)
     _, ref_lse = attention_ref(q, k, v)
@@ -164,10 +164,10 @@ def test_out_parameter(rng):
 
 
 def test_options_are_exact_transformations(rng):
-    # outlier channels in Q and K, channel bias in K and V; more than 128 keys: with fewer
+    # outlier channels in Q and K, channel bias in K and V; more than 512 keys: with fewer
     # BALANCED runs EXACT and the options change nothing
     q = randn(rng, 1, 2, 128, 64)
-    k, v = (randn(rng, 1, 2, 160, 64) for _ in range(2))
+    k, v = (randn(rng, 1, 2, 520, 64) for _ in range(2))
     q[..., 3] *= 20
     k[..., 7] *= 20
     k += 3.0 * randn(rng, 1, 1, 1, 64)

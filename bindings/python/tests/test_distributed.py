@@ -33,7 +33,7 @@ from int8attn.distributed import merge_partials  # noqa: E402
 MODES = ("exact", "balanced", "fast")
 # Relative-L1 bars against float64 (shared/BENCHMARKS.md, Gaussian inputs).
 BAR = {"balanced": 0.012, "fast": 0.040}
-HQ, D, B = 4, 64, 2
+HQ, D, B = 4, 256, 2
 
 
 # ---- float64 reference ------------------------------------------------------------------------
@@ -125,8 +125,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-# Every shard holds more than 128 keys: a ring step attends to one shard's K/V, and on at most
-# 128 keys every mode runs EXACT (BALANCED/FAST would go untested).
+# Every shard holds more than 128 keys at head dim 256: a ring step attends to one shard's K/V,
+# and with at most 128 keys, or at most 512 keys of fewer channels (keys × head dim ≤ 32768),
+# every mode runs EXACT (BALANCED/FAST would go untested).
 SHARDS = {  # world size → pattern → (shard lengths, valid lengths per rank per batch or None)
     2: {"even": ([141, 141], None),
         "uneven": ([145, 140], None),
@@ -228,7 +229,8 @@ def _check_case(ctx, sp, world, rank, variant, mode, causal, hkv, pattern, layou
 
 def _check_zigzag(ctx, sp, world, mode, causal, hkv, failures, refs):
     """The balanced causal split: this rank's tokens come from two places of the sequence."""
-    # 2·world chunks of more than 128 tokens (a ring step may attend to one chunk's K/V)
+    # 2·world chunks of more than 128 tokens (a ring step may attend to one chunk's K/V; at
+    # head dim 256 they run the quantized modes)
     n = 29 + 512 if world == 2 else 43 + 1024
     q, k, v = _global_inputs([n], hkv, seed=7 + hkv)
     index, lengths = int8attn.distributed.shard_sequence(n, sp, zigzag=True)

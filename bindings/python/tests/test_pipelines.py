@@ -41,9 +41,9 @@ def rel_l1(a, b) -> float:
 @pytest.mark.parametrize("mode", ["exact", "balanced", "fast"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_torch_path_equals_general_path(layout, mode, dtype):
-    # more than 128 keys: with fewer every mode runs EXACT and the mode's options go untested
+    # more than 512 keys: with fewer every mode runs EXACT and the mode's options go untested
     q = randn(2, 3, 40, 32, seed=0, dtype=dtype)
-    k, v = (randn(2, 3, 136, 32, seed=s, dtype=dtype) for s in (1, 2))
+    k, v = (randn(2, 3, 520, 32, seed=s, dtype=dtype) for s in (1, 2))
     if layout == "NHD":
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # non-contiguous views, like diffusers
     fast = int8attn.attention(q, k, v, mode=mode, layout=layout)
@@ -72,9 +72,9 @@ def test_torch_path_errors_name_the_argument_and_write_nothing():
 
 
 def test_torch_path_policy_and_scale():
-    # more than 128 keys: with fewer every mode runs EXACT
+    # more than 512 keys: with fewer every mode runs EXACT
     q = randn(1, 2, 64, 32, seed=0)
-    k, v = (randn(1, 2, 136, 32, seed=s) for s in (1, 2))
+    k, v = (randn(1, 2, 520, 32, seed=s) for s in (1, 2))
     pol = int8attn.TimestepPolicy(4, default_mode="fast")
     for t in range(4):
         a = int8attn.attention(q, k, v, mode=None, policy=pol, timestep=t, sm_scale=0.1)
@@ -83,9 +83,9 @@ def test_torch_path_policy_and_scale():
 
 
 def test_custom_op_equals_attention():
-    # more than 128 keys: with fewer every mode runs EXACT and K's granularity changes nothing
+    # more than 512 keys: with fewer every mode runs EXACT and K's granularity changes nothing
     q = randn(2, 4, 64, 32, seed=0, dtype=torch.float16)
-    k, v = (randn(2, 4, 136, 32, seed=s, dtype=torch.float16) for s in (1, 2))
+    k, v = (randn(2, 4, 520, 32, seed=s, dtype=torch.float16) for s in (1, 2))
     a = torch.ops.int8attn.attention(q, k, v, 3, False, 0.0, "HND", 0, -1)
     b = int8attn.attention(q, k, v, mode="fast")
     assert torch.equal(a, b)
@@ -99,8 +99,8 @@ def test_custom_op_equals_attention():
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_sageattn_equals_attention(layout, causal):
-    # more than 128 keys: with fewer every mode runs EXACT and the mapped options change nothing
-    q, k, v = (randn(1, 2, 136, 64, seed=s, dtype=torch.float16) for s in range(3))
+    # more than 512 keys: with fewer every mode runs EXACT and the mapped options change nothing
+    q, k, v = (randn(1, 2, 520, 64, seed=s, dtype=torch.float16) for s in range(3))
     if layout == "NHD":
         q, k, v = (x.transpose(1, 2).contiguous() for x in (q, k, v))
     a = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=causal, sm_scale=0.2,
@@ -113,7 +113,7 @@ def test_sageattn_equals_attention(layout, causal):
     assert torch.equal(c, int8attn.attention(q, k, v, mode="balanced", causal=causal,
                                              sm_scale=0.2, layout=layout))
     o, lse = int8attn.sageattn(q, k, v, tensor_layout=layout, is_causal=causal, return_lse=True)
-    assert o.shape == q.shape and lse.shape == (1, 2, 136) and lse.dtype == torch.float32
+    assert o.shape == q.shape and lse.shape == (1, 2, 520) and lse.dtype == torch.float32
 
 
 def test_sageattn_rejects_unknown_arguments():
@@ -428,9 +428,9 @@ def test_processor_output_is_laid_out_like_sdpa():
 
 def test_routed_calls_run_sdpa_and_are_counted(monkeypatch):
     proc = int8attn.Int8AttnProcessor(mode="fast")
-    # more than 128 keys: with fewer FAST runs EXACT and K's granularity changes nothing
+    # more than 512 keys: with fewer FAST runs EXACT and K's granularity changes nothing
     q = randn(1, 2, 32, 16, seed=0)
-    k, v = (randn(1, 2, 136, 16, seed=s) for s in (1, 2))
+    k, v = (randn(1, 2, 520, 16, seed=s) for s in (1, 2))
     sdpa = lambda: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
     monkeypatch.setattr(_processors, "_route", lambda *a: True)
     o = proc.attention(q, k, v, layout="HND", fallback_fn=sdpa)
@@ -563,42 +563,42 @@ def test_routed_standard_calls_run_the_stock_processor(monkeypatch):
 
 
 def _tiny_models():
-    """Tiny UNet, Flux, SD3 and Qwen-Image models whose self/joint attention has more than 128
-    keys (UNet 256, Flux 136 + 8, SD3 144 + 5, Qwen-Image 7 + 144): with fewer every mode runs
-    EXACT."""
+    """Tiny UNet, Flux, SD3 and Qwen-Image models whose self/joint attention has more than 512
+    keys (UNet 576, Flux 520 + 8, SD3 576 + 5, Qwen-Image 7 + 576): with fewer (of their few
+    channels) every mode runs EXACT."""
     from diffusers import (FluxTransformer2DModel, QwenImageTransformer2DModel,
                            SD3Transformer2DModel, UNet2DConditionModel)
 
     torch.manual_seed(0)
     unet = UNet2DConditionModel(
-        sample_size=16, in_channels=4, out_channels=4, layers_per_block=1,
+        sample_size=24, in_channels=4, out_channels=4, layers_per_block=1,
         block_out_channels=(64, 128), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
         up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"), cross_attention_dim=32,
         attention_head_dim=8, norm_num_groups=8).eval()
-    unet_in = dict(sample=randn(2, 4, 16, 16, seed=1), timestep=torch.tensor(10),
+    unet_in = dict(sample=randn(2, 4, 24, 24, seed=1), timestep=torch.tensor(10),
                    encoder_hidden_states=randn(2, 7, 32, seed=2))
     flux = FluxTransformer2DModel(patch_size=1, in_channels=8, num_layers=1,
                                   num_single_layers=1, attention_head_dim=16,
                                   num_attention_heads=2, joint_attention_dim=32,
                                   pooled_projection_dim=16, axes_dims_rope=(4, 6, 6)).eval()
-    flux_in = dict(hidden_states=randn(1, 136, 8, seed=3),
+    flux_in = dict(hidden_states=randn(1, 520, 8, seed=3),
                    encoder_hidden_states=randn(1, 8, 32, seed=4),
                    pooled_projections=randn(1, 16, seed=5), timestep=torch.tensor([0.5]),
-                   img_ids=torch.zeros(136, 3), txt_ids=torch.zeros(8, 3))
-    sd3 = SD3Transformer2DModel(sample_size=24, patch_size=2, in_channels=4, num_layers=1,
+                   img_ids=torch.zeros(520, 3), txt_ids=torch.zeros(8, 3))
+    sd3 = SD3Transformer2DModel(sample_size=48, patch_size=2, in_channels=4, num_layers=1,
                                 attention_head_dim=8, num_attention_heads=2,
                                 joint_attention_dim=32, caption_projection_dim=16,
                                 pooled_projection_dim=16, out_channels=4,
-                                pos_embed_max_size=12).eval()
-    sd3_in = dict(hidden_states=randn(2, 4, 24, 24, seed=6),
+                                pos_embed_max_size=24).eval()
+    sd3_in = dict(hidden_states=randn(2, 4, 48, 48, seed=6),
                   encoder_hidden_states=randn(2, 5, 32, seed=7),
                   pooled_projections=randn(2, 16, seed=8), timestep=torch.tensor([3, 3]))
     qwen = QwenImageTransformer2DModel(
         patch_size=2, in_channels=16, out_channels=4, num_layers=1, attention_head_dim=16,
         num_attention_heads=2, joint_attention_dim=32, axes_dims_rope=(4, 6, 6)).eval()
-    qwen_in = dict(hidden_states=randn(1, 144, 16, seed=9),
+    qwen_in = dict(hidden_states=randn(1, 576, 16, seed=9),
                    encoder_hidden_states=randn(1, 7, 32, seed=10),
-                   timestep=torch.tensor([0.5]), img_shapes=[[(1, 12, 12)]])
+                   timestep=torch.tensor([0.5]), img_shapes=[[(1, 24, 24)]])
     return {"unet": (unet, unet_in), "flux": (flux, flux_in), "sd3": (sd3, sd3_in),
             "qwen": (qwen, qwen_in)}
 
@@ -1197,7 +1197,7 @@ def test_key_padding_mask_under_torch_compile(layout):
     keys moved to the front); a mask with an empty row runs masked SDPA inside the node."""
     torch._dynamo.reset()
     proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
-    B, H, N, D = 2, 2, 160, 32  # more than 128 keys: the quantized path
+    B, H, N, D = 2, 2, 520, 32  # more than 512 keys: the quantized path
     q, k, v = (randn(B, H, N, D, seed=s) for s in (81, 82, 83))
     mask = torch.ones(B, 1, 1, N, dtype=torch.bool)
     mask[1, ..., 140:] = False
@@ -1317,7 +1317,7 @@ def test_wrapped_calls_take_joint_and_float_padding_masks(layout):
     close to SDPA with the mask, and compiled as eager. A joint mask with a hole runs SDPA
     (counted as a fallback)."""
     proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
-    B, H, N, D = 2, 2, 160, 32  # more than 128 keys: the quantized path
+    B, H, N, D = 2, 2, 520, 32  # more than 512 keys: the quantized path
     q, k, v = (randn(B, H, N, D, seed=s) for s in (91, 92, 93))
     valid = torch.arange(N)[None, :] < torch.tensor([N, 131])[:, None]
     joint = (valid[:, None, :] & valid[:, :, None])[:, None]

@@ -27,7 +27,7 @@ namespace Int8Attn.Tests
         {
             using (var ctx = new Context())
             {
-                // More than 128 keys (KM, VM): with fewer every mode runs EXACT.
+                // More than 512 keys (KM, VM): with fewer every mode runs EXACT.
                 var r = Reference(B, H, H, N, NK, D, Q, KM, VM, false, null, null);
                 var ob = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Mode = Mode.Balanced });
                 var of = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Mode = Mode.Fast });

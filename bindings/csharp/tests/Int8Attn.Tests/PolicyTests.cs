@@ -44,7 +44,7 @@ namespace Int8Attn.Tests
             using (var ctx = new Context())
             using (var p = new Policy(20))
             {
-                // More than 128 keys (KM, VM): with fewer every mode runs EXACT.
+                // More than 512 keys (KM, VM): with fewer every mode runs EXACT.
                 var exact = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Mode = Mode.Exact });
                 var fast = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Mode = Mode.Fast });
                 var at0 = Attn(ctx, B, H, H, N, NK, D, Q, KM, VM, new ForwardOptions { Policy = p, Timestep = 0 });

@@ -16,9 +16,10 @@ namespace Int8Attn.Tests
         public static readonly float[] Q = Data(B * H * N * D, 1, D, 0f);
         public static readonly float[] K = Data(B * H * N * D, 2, D, 0.5f);
         public static readonly float[] V = Data(B * H * N * D, 3, D, 0.25f);
-        // K and V with more than 128 keys, for tests of the modes' differences: on at most 128
-        // keys every mode runs EXACT. Q stays the default problem's [B, H, N, D].
-        public const int NK = 136;
+        // K and V with more than 512 keys, for tests of the modes' differences: on at most 512
+        // keys (of D = 40 channels) every mode runs EXACT. Q stays the default problem's
+        // [B, H, N, D].
+        public const int NK = 520;
         public static readonly float[] KM = Data(B * H * NK * D, 2, D, 0.5f);
         public static readonly float[] VM = Data(B * H * NK * D, 3, D, 0.25f);
 

@@ -65,7 +65,7 @@ def randn(*shape, device="cpu", dtype=torch.float16, seed=0):
 @pytest.mark.parametrize("d", [64, 128])
 def test_attention_vs_sdpa(device, layout, mode, d):
     for dtype in _dtypes(device):
-        b, h, n = 2, 4, 300  # N not a multiple of 64
+        b, h, n = 2, 4, 600  # N not a multiple of 64; past 512 (with fewer keys all run EXACT)
         shape = (b, h, n, d) if layout == "HND" else (b, n, h, d)
         q, k, v = (randn(*shape, device=device, dtype=dtype, seed=s) for s in range(3))
         o = int8attn.attention(q, k, v, mode=mode, layout=layout)
@@ -78,7 +78,8 @@ def test_attention_vs_sdpa(device, layout, mode, d):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("d", [40, 72, 80, 96, 160, 192, 256])
 def test_head_dims(device, d):
-    q, k, v = (randn(1, 2, 130, d, device=device, seed=s) for s in range(3))
+    # more than 512 keys: with fewer (or at most 128) every mode runs EXACT
+    q, k, v = (randn(1, 2, 530, d, device=device, seed=s) for s in range(3))
     o = int8attn.attention(q, k, v, mode="balanced")
     assert rel_l1(o, ref_sdpa(q, k, v)) < BARS["balanced"]
 
@@ -103,15 +104,16 @@ def test_q_as_a_view_of_fused_qkv(device, d):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_gqa_causal_lse(device):
-    q = randn(2, 8, 200, 128, device=device, seed=1)
-    k, v = randn(2, 2, 200, 128, device=device, seed=2), randn(2, 2, 200, 128, device=device,
+    # 300 keys of 128 channels: more than 256, so BALANCED runs quantized (fewer run EXACT)
+    q = randn(2, 8, 300, 128, device=device, seed=1)
+    k, v = randn(2, 2, 300, 128, device=device, seed=2), randn(2, 2, 300, 128, device=device,
                                                                seed=3)
     o, lse = int8attn.attention(q, k, v, mode="exact", causal=True, return_lse=True)
     assert rel_l1(o, ref_sdpa(q, k, v, causal=True)) < BARS["exact"]
-    assert lse.dtype == torch.float32 and lse.shape == (2, 8, 200) and lse.device == q.device
+    assert lse.dtype == torch.float32 and lse.shape == (2, 8, 300) and lse.device == q.device
     qd, kd = q.double().cpu(), k.double().cpu().repeat_interleave(4, 1)
     s = qd @ kd.transpose(-1, -2) / 128 ** 0.5
-    s = s.masked_fill(torch.ones(200, 200, dtype=torch.bool).triu(1), float("-inf"))
+    s = s.masked_fill(torch.ones(300, 300, dtype=torch.bool).triu(1), float("-inf"))
     torch.testing.assert_close(lse.double().cpu(), torch.logsumexp(s, -1), atol=2e-2, rtol=0)
     o = int8attn.attention(q, k, v, mode="balanced", causal=True)
     assert rel_l1(o, ref_sdpa(q, k, v, causal=True)) < BARS["balanced"]
@@ -159,7 +161,8 @@ def test_int8attention_module(device):
     dtype = torch.float16
     attn = int8attn.Int8Attention(num_heads=4, head_dim=64, num_timesteps=1000,
                                   use_adaptive_scaling=True)
-    q, k, v = (randn(2, 4, 256, 64, device=device, dtype=dtype, seed=s) for s in range(3))
+    # more than 512 keys: with fewer every mode runs EXACT
+    q, k, v = (randn(2, 4, 520, 64, device=device, dtype=dtype, seed=s) for s in range(3))
     o = attn(q, k, v, 500)
     assert o.shape == q.shape and o.dtype == dtype
     ref = ref_sdpa(q, k, v)
@@ -432,9 +435,10 @@ def test_key_padding_mask_runs_as_k_lengths(device):
     from int8attn import _processors
 
     proc = _processors.Int8AttnProcessor(mode="balanced", route="always")
-    q, k, v = (randn(2, 4, 300, 64, device=device, seed=s) for s in (5, 6, 7))
-    mask = torch.ones(2, 1, 1, 300, dtype=torch.bool, device=device)
-    mask[1, ..., 250:] = False
+    # more than 512 keys: the quantized kernels' valid lengths (with fewer all run EXACT)
+    q, k, v = (randn(2, 4, 600, 64, device=device, seed=s) for s in (5, 6, 7))
+    mask = torch.ones(2, 1, 1, 600, dtype=torch.bool, device=device)
+    mask[1, ..., 550:] = False
     ref = F.scaled_dot_product_attention(q.double().cpu(), k.double().cpu(), v.double().cpu(),
                                          attn_mask=mask.cpu())
     out = _processors.sdpa_int8(q, k, v, attn_mask=mask, processor=proc)
@@ -448,7 +452,7 @@ def test_key_padding_mask_runs_as_k_lengths(device):
     out = _processors.sdpa_int8(q, k, v, attn_mask=holes, processor=proc)
     assert proc.stats["int8attn"] == 2 and proc.stats["fallback"] == 0
     assert rel_l1(out, ref) < BARS["balanced"]
-    per_query = torch.ones(2, 1, 300, 300, dtype=torch.bool, device=device).tril()
+    per_query = torch.ones(2, 1, 600, 600, dtype=torch.bool, device=device).tril()
     _processors.sdpa_int8(q, k, v, attn_mask=per_query, processor=proc)
     assert proc.stats["fallback"] == 1
 
@@ -463,16 +467,17 @@ def test_sageattn_as_comfyui_calls_it(device):
     from int8attn import _sage
 
     _sage.stats.update(int8attn=0, sdpa_routed=0, sdpa_masked=0)
-    q, k, v = (randn(2, 300, 4, 64, device=device, seed=s) for s in (8, 9, 10))  # NHD
-    mask = torch.zeros(2, 1, 1, 300, dtype=torch.float16, device=device)
-    mask[1, ..., 250:] = -float("inf")
+    # NHD, more than 512 keys: the quantized kernels' valid lengths (with fewer all run EXACT)
+    q, k, v = (randn(2, 600, 4, 64, device=device, seed=s) for s in (8, 9, 10))
+    mask = torch.zeros(2, 1, 1, 600, dtype=torch.float16, device=device)
+    mask[1, ..., 550:] = -float("inf")
     hnd = [x.transpose(1, 2).double().cpu() for x in (q, k, v)]
     ref = F.scaled_dot_product_attention(*hnd, attn_mask=mask.double().cpu()).transpose(1, 2)
     out = int8attn.sageattn(q, k, v, attn_mask=mask, is_causal=False, tensor_layout="NHD",
                             route="always")
     assert out.shape == q.shape and rel_l1(out, ref) < BARS["fast"]
     assert _sage.stats["int8attn"] == 1
-    lengths = torch.tensor([300, 250], dtype=torch.int32, device=device)
+    lengths = torch.tensor([600, 550], dtype=torch.int32, device=device)
     by_lengths = int8attn.attention(q, k, v, mode="fast", layout="NHD", k_granularity="block",
                                     k_lengths=lengths)
     # the GPU's statistics sum with atomics (the last bits vary run to run); the CPU is exact
@@ -483,7 +488,7 @@ def test_sageattn_as_comfyui_calls_it(device):
     out = int8attn.sageattn(q, k, v, attn_mask=holes, tensor_layout="NHD", route="always")
     ref = F.scaled_dot_product_attention(*hnd, attn_mask=holes.double().cpu()).transpose(1, 2)
     assert rel_l1(out, ref) < BARS["fast"] and _sage.stats["int8attn"] == 2
-    per_query = torch.ones(2, 1, 300, 300, dtype=torch.bool, device=device).tril()
+    per_query = torch.ones(2, 1, 600, 600, dtype=torch.bool, device=device).tril()
     out = int8attn.sageattn(q, k, v, attn_mask=per_query, tensor_layout="NHD", route="always")
     ref = F.scaled_dot_product_attention(*hnd, attn_mask=per_query.cpu()).transpose(1, 2)
     assert rel_l1(out, ref) < 1e-2 and _sage.stats["sdpa_masked"] == 1

@@ -9,8 +9,9 @@ use std::io::Write;
 
 const B: i64 = 1;
 const H: i64 = 2;
-/// More than 128 keys: on at most 128 every mode runs EXACT (tests/cross_language/README.md).
-const N: i64 = 150;
+/// More than 512 keys: on at most 512 (of 40 channels) every mode runs EXACT
+/// (tests/cross_language/README.md).
+const N: i64 = 550;
 const D: i64 = 40;
 
 /// x_c[i] = (((i·7919 + c·7207) mod 1999) − 999) / 400 (+ ((i mod 40) mod 5)·0.25 for K, c = 2),
