@@ -50,7 +50,6 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
       !short_keys_head_dim(plan.dpad) || !kv_rows_16b(p.k) || !kv_rows_16b(p.v))
     return false;
   ShortKeysParams& s = plan.short_params;
-  s.key_groups = static_cast<int>((p.Nk + 15) / 16);
   // Hopper: the warpgroup-MMA kernel where it is compiled for the head dim and its shared
   // memory fits (the only one past 128 keys); else the warp-MMA one.
   int tile_rows = 16, cta_tiles = kShortKeysWarps, ctas_per_sm = 0;
@@ -90,16 +89,17 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
   };
   // Warpgroups sharing a CTA's K/V: the fewest that still give every warpgroup the fewest tiles
   // (the tiles are serial per warpgroup; more CTAs use more SMs for the K/V copies). 256 queries
-  // over 256 keys at head dim 64, 24 heads: 96 CTAs of one 0.0064 ms, 24 of four 0.0105 ms (H200).
-  for (int w = 1; w < s.warpgroups; ++w) {
-    const int64_t tiles = (s.row_tiles + w * ctas_per_head(w) - 1) / (w * ctas_per_head(w));
-    const int64_t best = (s.row_tiles + cta_tiles * ctas_per_head(cta_tiles) - 1) /
-                         (cta_tiles * ctas_per_head(cta_tiles));
-    if (tiles <= best) {
+  // over 256 keys at head dim 64, 24 heads: 0.70x cuDNN with four a CTA, 1.12x with one (H200).
+  const auto tiles_per_warpgroup = [&](int w) {
+    const int64_t slots = w * ctas_per_head(w);
+    return (s.row_tiles + slots - 1) / slots;
+  };
+  const int64_t fewest_tiles = tiles_per_warpgroup(cta_tiles);
+  for (int w = 1; w < s.warpgroups; ++w)
+    if (tiles_per_warpgroup(w) <= fewest_tiles) {
       s.warpgroups = cta_tiles = w;
       break;
     }
-  }
   s.ctas_per_head = static_cast<int>(ctas_per_head(cta_tiles));
   if (heads * s.ctas_per_head > 0x7fffffff) return false;
   plan.short_keys = true;
