@@ -28,7 +28,7 @@ struct ShortKeysParams {
   int64_t k_stride[3] = {0, 0, 0};
   int64_t v_stride[3] = {0, 0, 0};
   // 16-key groups of K and V in shared memory (at least ceil(Nk / 16)); with `wgmma`, those of
-  // the last key chunk, after full_chunks chunks of 64 keys.
+  // each of its full_chunks + 1 key chunks (past 128 keys, chunks of 64).
   int key_groups = 1;
   int full_chunks = 0;
   int warpgroups = 1;     // `wgmma`: warpgroups a CTA, sharing its K and V

@@ -52,7 +52,9 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
   ShortKeysParams& s = plan.short_params;
   // Hopper: the warpgroup-MMA kernel where it is compiled for the head dim and its shared
   // memory fits (the only one past 128 keys); else the warp-MMA one.
-  int tile_rows = 16, cta_tiles = kShortKeysWarps, ctas_per_sm = 0;
+  // CTAs an SM holds, by warpgroups a CTA (the warp-MMA kernel: index 1).
+  int tile_rows = 16, cta_tiles = kShortKeysWarps,
+      ctas_per_sm[kShortKeysWgmmaMaxWarpgroups + 1] = {};
 #if defined(INT8ATTN_HAVE_SM90)
   if (dev.cc_major == 9 && short_keys_wgmma_layout(plan.dpad, p.Nk, dev.smem_per_block,
                                                    dev.smem_per_sm, s, ctas_per_sm)) {
@@ -67,7 +69,7 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
     s.warpgroups = 1;
     if (p.Nk > kExactMaxKeys || short_keys_smem_bytes(plan.dpad, s.key_groups) > dev.smem_per_block)
       return false;
-    ctas_per_sm = short_keys_ctas_per_sm(plan.dpad, s.key_groups, dev.smem_per_sm);
+    ctas_per_sm[1] = short_keys_ctas_per_sm(plan.dpad, s.key_groups, dev.smem_per_sm);
   }
   s.a = a;  // EXACT: row pitch Nq, one split
   s.a.k = p.k.data;
@@ -81,26 +83,35 @@ bool plan_short_keys(ForwardPlan& plan, const AttnProblem& p, const DeviceInfo& 
   // One wave of CTAs, each head's rows split over as many CTAs as that allows (every warp, or
   // warpgroup, with at least one tile): each CTA copies its head's K and V once, and then
   // streams tiles of Q with copies in flight.
+  // w: warpgroups a CTA (the warp-MMA kernel: 1, of cta_tiles tiles in parallel).
   const int64_t heads = static_cast<int64_t>(a.B) * a.Hkv;
-  const int64_t resident = static_cast<int64_t>(ctas_per_sm) * dev.sm_count;
-  const auto ctas_per_head = [&](int64_t tiles_per_cta) {
+  const auto ctas_per_head = [&](int w) {
+    const int64_t resident = static_cast<int64_t>(ctas_per_sm[w]) * dev.sm_count;
+    const int64_t tiles_per_cta = s.wgmma ? w : cta_tiles;
     return std::max<int64_t>(
         1, std::min(resident / heads, (s.row_tiles + tiles_per_cta - 1) / tiles_per_cta));
   };
-  // Warpgroups sharing a CTA's K/V: the fewest that still give every warpgroup the fewest tiles
-  // (the tiles are serial per warpgroup; more CTAs use more SMs for the K/V copies). 256 queries
-  // over 256 keys at head dim 64, 24 heads: 0.70x cuDNN with four a CTA, 1.12x with one (H200).
-  const auto tiles_per_warpgroup = [&](int w) {
-    const int64_t slots = w * ctas_per_head(w);
-    return (s.row_tiles + slots - 1) / slots;
-  };
-  const int64_t fewest_tiles = tiles_per_warpgroup(cta_tiles);
-  for (int w = 1; w < s.warpgroups; ++w)
-    if (tiles_per_warpgroup(w) <= fewest_tiles) {
-      s.warpgroups = cta_tiles = w;
-      break;
+  // Warpgroups sharing a CTA's K/V: those that give every warpgroup the fewest tiles (they are
+  // serial per warpgroup; fewer warpgroups a CTA leave registers and shared memory for more
+  // CTAs an SM); of those, the ones that put the fewest warpgroups on an SM at once (256
+  // queries over 256 keys at head dim 64, 24 heads: 0.70x cuDNN with four a CTA, 1.12x with one
+  // on four times the SMs, H200); then the most a CTA (the fewest copies of K/V).
+  struct Cost {
+    int64_t tiles, per_sm;
+    bool operator<(const Cost& o) const {
+      return tiles != o.tiles ? tiles < o.tiles : per_sm < o.per_sm;
     }
-  s.ctas_per_head = static_cast<int>(ctas_per_head(cta_tiles));
+  };
+  const auto cost = [&](int w) {
+    const int64_t ctas = ctas_per_head(w), slots = (s.wgmma ? w : cta_tiles) * ctas;
+    const int64_t sms = dev.sm_count, ctas_per_busy_sm = (heads * ctas + sms - 1) / sms;
+    return Cost{(s.row_tiles + slots - 1) / slots, w * ctas_per_busy_sm};
+  };
+  int best = s.warpgroups;
+  for (int w = s.warpgroups - 1; w >= 1; --w)
+    if (cost(w) < cost(best)) best = w;
+  if (s.wgmma) s.warpgroups = cta_tiles = best;
+  s.ctas_per_head = static_cast<int>(ctas_per_head(best));
   if (heads * s.ctas_per_head > 0x7fffffff) return false;
   plan.short_keys = true;
   plan.workspace_bytes = 0;

@@ -1,6 +1,7 @@
 // Instantiations and launch of the few-keys wgmma kernel (attention_short_keys_wgmma.cuh), sm90a.
 #include "cuda/sm90/attention_short_keys_wgmma.cuh"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "cuda/common/head_dims.h"
@@ -8,18 +9,18 @@
 namespace int8attn {
 namespace {
 
-// The compiled counts of 16-key groups of the last chunk (a call's groups round up to the next
-// one): with at most 128 keys (the only chunk), and after full chunks (as many as a full one).
+// The compiled counts of 16-key groups of a one-chunk call (at most 128 keys; a call's groups
+// round up to the next one). Longer calls run in chunks of 64 keys.
 using KeyGroupCounts = HeadDims<2, 4, 5, 6, 8>;
-using LastChunkGroups = HeadDims<4>;
+constexpr int kMultiGroups = kShortKeysWgmmaChunkKeys / 16;
 
 // f(dpad, groups, multi) as compile-time constants, for the compiled triples.
 template <typename F>
 cudaError_t dispatch(int dpad, int groups, bool multi, F&& f) {
   return WgmmaHeadDims::dispatch(dpad, [&](auto d) {
     if (multi)
-      return LastChunkGroups::dispatch(
-          groups, [&](auto g) { return f(d, g, std::integral_constant<bool, true>{}); });
+      return f(d, std::integral_constant<int, kMultiGroups>{},
+               std::integral_constant<bool, true>{});
     return KeyGroupCounts::dispatch(
         groups, [&](auto g) { return f(d, g, std::integral_constant<bool, false>{}); });
   });
@@ -31,38 +32,38 @@ int wgmma_dpad(int dpad) { return dpad < 64 ? 64 : dpad; }
 }  // namespace
 
 bool short_keys_wgmma_layout(int dpad, int64_t nk, int smem_per_block, int smem_per_sm,
-                             ShortKeysParams& p, int& ctas_per_sm) {
+                             ShortKeysParams& p,
+                             int (&ctas_per_sm)[kShortKeysWgmmaMaxWarpgroups + 1]) {
   dpad = wgmma_dpad(dpad);
   if (!WgmmaHeadDims::contains(dpad) || nk < 1) return false;
   const int groups = static_cast<int>((nk + 15) / 16);
   const bool multi = nk > kExactMaxKeys;
-  const int chunk_groups = multi ? kShortKeysWgmmaChunkKeys / 16 : kExactMaxKeys / 16;
-  p.full_chunks = multi ? (groups - 1) / chunk_groups : 0;
-  const int last = groups - p.full_chunks * chunk_groups;
-  p.key_groups = 0;
-  for (int g = last; g <= chunk_groups && p.key_groups == 0; ++g)
-    if (multi ? LastChunkGroups::contains(g) : KeyGroupCounts::contains(g)) p.key_groups = g;
+  p.full_chunks = multi ? (groups - 1) / kMultiGroups : 0;
+  p.key_groups = multi ? kMultiGroups : 0;
+  for (int g = groups; !multi && g <= kExactMaxKeys / 16 && p.key_groups == 0; ++g)
+    if (KeyGroupCounts::contains(g)) p.key_groups = g;
   // Several warpgroups share a multi-chunk CTA's K/V where their Q buffers fit beside it.
-  int max_warpgroups = 1;
+  int max_warpgroups = 1, min_blocks = 1, smem[kShortKeysWgmmaMaxWarpgroups + 1] = {};
   dispatch(dpad, p.key_groups, multi, [&](auto d, auto g, auto m) {
-    max_warpgroups = ShortKeysWgmmaTraits<d.value, false, g.value, m.value>::kMaxWarpgroups;
+    using T = ShortKeysWgmmaTraits<d.value, false, g.value, m.value>;
+    static_assert(T::kMaxWarpgroups <= kShortKeysWgmmaMaxWarpgroups, "");
+    max_warpgroups = T::kMaxWarpgroups;
+    min_blocks = T::kMinBlocks;
+    for (int w = 1; w <= T::kMaxWarpgroups; ++w) smem[w] = T::smem_bytes(p.full_chunks, w);
     return cudaSuccess;
   });
-  for (p.warpgroups = max_warpgroups; p.warpgroups >= 1; --p.warpgroups) {
-    int smem = 0, min_blocks = 1;
-    dispatch(dpad, p.key_groups, multi, [&](auto d, auto g, auto m) {
-      using T = ShortKeysWgmmaTraits<d.value, false, g.value, m.value>;
-      smem = T::smem_bytes(p.full_chunks, p.warpgroups);
-      min_blocks = T::kMinBlocks;
-      return cudaSuccess;
-    });
-    if (smem > 0 && smem <= smem_per_block) {
-      ctas_per_sm = short_keys_resident_ctas(smem, min_blocks, smem_per_sm);
-      return true;
-    }
+  for (p.warpgroups = max_warpgroups; p.warpgroups >= 1; --p.warpgroups)
+    if (smem[p.warpgroups] > 0 && smem[p.warpgroups] <= smem_per_block) break;
+  if (p.warpgroups < 1) {
+    p.warpgroups = 1;
+    return false;
   }
-  p.warpgroups = 1;
-  return false;
+  for (int w = 1; w <= kShortKeysWgmmaMaxWarpgroups; ++w)
+    ctas_per_sm[w] = w > p.warpgroups ? 0
+                     : multi
+                         ? std::min(std::max(1, smem_per_sm / (smem[w] + 1024)), max_warpgroups / w)
+                         : short_keys_resident_ctas(smem[w], min_blocks, smem_per_sm);
+  return true;
 }
 
 cudaError_t launch_attention_short_keys_wgmma(const ShortKeysParams& p, int dpad, cudaStream_t s) {

@@ -3,15 +3,18 @@
 // CTA = one to four warpgroups of one (batch, kv-head), blockIdx.x = head·ctas_per_head + part.
 // It copies the head's K and V once into shared memory (zeros past the batch's valid length and
 // the head dim), then each warpgroup walks its own 64-row tiles of packed Q rows, the next tile's
-// Q copied into its second buffer while one is computed. Keys sit in chunks: a call of at most
-// 128 keys has one, of GROUPS 16-key groups; a longer one `full_chunks` of 64 keys and a last
-// one of GROUPS = 4 groups. A tile, chunk by chunk:
+// Q copied into its second buffer while one is computed. Keys sit in chunks of GROUPS 16-key
+// groups: a call of at most 128 keys is one chunk, a longer one full_chunks + 1 chunks of 64
+// keys (the last one zero-padded). A tile, chunk by chunk:
 //   S = Q·Kᵀ, one m64nk16 MMA (N = the chunk's keys) per 16 channels, Q and K from shared
-//     memory; its wait also retires the previous chunk's P·V, so the two run back to back;
+//     memory;
 //   the softmax over the chunk (log2 domain): with one chunk the row maxima are final, with
 //     more a running maximum rescales O and the sums when it rises;
 //   O += P·V, one m64nDk16 MMA per group, P from registers, V N-major from shared memory;
 //   O normalised into the tile's Q buffer, then out in 16-byte chunks of whole rows.
+// With several chunks the warpgroup runs one chunk ahead (FA3's intra-warpgroup overlap):
+// chunk c's Q·Kᵀ and chunk c−1's P·V are issued together, and c's softmax runs while that P·V
+// executes; O is rescaled to c's maximum and c's P packed once the P·V is done.
 // Every element of a row's softmax is EXACT's: P rounded to the input type for its MMA, the sum
 // and O in fp32.
 #pragma once
@@ -30,8 +33,8 @@
 
 namespace int8attn {
 
-// MULTI: compiled for full chunks before the last one (up to kShortKeysWgmmaMaxKeys keys, one
-// to four warpgroups a CTA); else one warpgroup and the last chunk only (at most 128 keys).
+// MULTI: compiled for several chunks of 64 keys (up to kShortKeysWgmmaMaxKeys keys, one to
+// four warpgroups a CTA); else one warpgroup and one chunk of GROUPS groups (at most 128 keys).
 template <int DPAD, bool BF16, int GROUPS, bool MULTI>
 struct ShortKeysWgmmaTraits {
   static constexpr bool kBf16 = BF16;
@@ -39,30 +42,29 @@ struct ShortKeysWgmmaTraits {
   static constexpr int kRows = kShortKeysWgmmaRows;
   static constexpr int kRowBytes = 2 * DPAD;      // fp16/bf16 rows of Q, K, V and O
   static constexpr int kChunks = kRowBytes / 16;  // 16-byte chunks of a row (an even count)
-  // 16-key groups of the last key chunk (the P·V MMAs' k-steps; all of them are one Q·Kᵀ MMA's
-  // N), fixed at compile time so that every loop over them is unrolled without branches and S,
-  // P and the shared memory are sized to them (short_keys_wgmma_groups: the call's groups
-  // rounded up to a compiled count). A full chunk is 8 groups.
+  // 16-key groups of a key chunk (the P·V MMAs' k-steps; all of them are one Q·Kᵀ MMA's N),
+  // fixed at compile time so that every loop over them is unrolled without branches and S, P
+  // and the shared memory are sized to them (short_keys_wgmma_groups: the call's groups rounded
+  // up to a compiled count).
   static constexpr int kGroups = GROUPS;
-  static constexpr int kFullGroups = kShortKeysWgmmaChunkKeys / 16;
-  static constexpr int kPGroups = MULTI ? kFullGroups : GROUPS;  // P registers: the widest chunk
+  static_assert(!MULTI || 16 * GROUPS == kShortKeysWgmmaChunkKeys, "multi-chunk: 64-key chunks");
   static constexpr int kKSteps = DPAD / 16;  // Q·Kᵀ k-steps of 16 channels (32 bytes)
   static constexpr int kQBufs = 2;           // the tile computed and the next one in flight
   // Q (the A operand) and K (B) K-major, V (B) N-major: rows of kRowBytes as column slabs of
   // the swizzle span (dev::SlabTile), the layout BALANCED's wgmma kernel reads its V in. Each
-  // key chunk is a tile of its own, so a chunk's descriptors are the one-chunk kernel's.
+  // key chunk is a tile of its own, so every chunk's descriptors are the first one's plus an
+  // offset.
   using QTile = dev::SlabTile<kRowBytes, kRows>;
-  using FullTile = dev::SlabTile<kRowBytes, kShortKeysWgmmaChunkKeys>;
-  using LastTile = dev::SlabTile<kRowBytes, 16 * GROUPS>;
+  using KeyTile = dev::SlabTile<kRowBytes, 16 * GROUPS>;
   static constexpr int kSpan = QTile::kSpan;
   static constexpr int kQBytes = kRows * kRowBytes;
-  static constexpr int kFullBytes = kShortKeysWgmmaChunkKeys * kRowBytes;
-  static constexpr int kLastBytes = 16 * GROUPS * kRowBytes;
-  static_assert(kQBytes % 1024 == 0 && kLastBytes % 1024 == 0 && kFullBytes % 1024 == 0,
+  static constexpr int kKeyTileBytes = 16 * GROUPS * kRowBytes;
+  static_assert(kQBytes % 1024 == 0 && kKeyTileBytes % 1024 == 0,
                 "tiles keep the swizzle's alignment");
-  // Dynamic shared memory, with room to align the base to 1024 bytes.
+  // Dynamic shared memory for full_chunks + 1 key chunks, with room to align the base to 1024
+  // bytes.
   __host__ __device__ static constexpr int smem_bytes(int full_chunks, int warpgroups) {
-    return 1024 + warpgroups * kQBufs * kQBytes + 2 * (full_chunks * kFullBytes + kLastBytes);
+    return 1024 + warpgroups * kQBufs * kQBytes + 2 * (full_chunks + 1) * kKeyTileBytes;
   }
   // Descriptors: 8-row groups are 8 slab rows apart; a 16-key group of V is 16 slab rows.
   static constexpr uint32_t kDescHi = dev::smem_desc_hi(8 * kSpan, kSpan);
@@ -74,7 +76,7 @@ struct ShortKeysWgmmaTraits {
   // warpgroup's tile is a chain of MMA waits and softmax, so the SM needs several to keep its
   // pipes busy (three against two: 23-28% faster at head dim 64 with 512 keys, H200). Chunks
   // of 64 keys keep S and P small enough for that: with 128-key chunks three warpgroups at
-  // 168 registers made ptxas serialise the MMAs of the 64-key last chunks.
+  // 168 registers made ptxas serialise the MMAs.
   static constexpr int kMaxWarpgroups = !MULTI ? 1 : DPAD <= 64 ? 4 : DPAD <= 128 ? 3 : 2;
   static constexpr int kMaxThreads = kMaxWarpgroups * kRows * 2;
   static constexpr int kBySmem = 228 * 1024 / (smem_bytes(0, 1) + 1024);
@@ -100,9 +102,9 @@ __device__ __forceinline__ void short_keys_wgmma_load_q(const AttnKernelParams& 
   dev::cp_async_commit();
 }
 
-// cp.async of the head's keys (full_chunks chunks of 64, then the last chunk's) of K and V
-// into their tiles; keys at or past the batch's valid length L (or Nk) and channels past D are
-// zeros (a masked key's P is 0, and 0·NaN would be NaN). Once per CTA, by all its threads.
+// cp.async of the head's keys (full_chunks + 1 chunks of 16·GROUPS) of K and V into their
+// tiles; keys at or past the batch's valid length L (or Nk) and channels past D are zeros (a
+// masked key's P is 0, and 0·NaN would be NaN). Once per CTA, by all its threads.
 template <class T>
 __device__ __forceinline__ void short_keys_wgmma_load_kv(const ShortKeysParams& P, int b, int hkv,
                                                          int L, int full_chunks, uint8_t* sK,
@@ -110,34 +112,32 @@ __device__ __forceinline__ void short_keys_wgmma_load_kv(const ShortKeysParams& 
   const AttnKernelParams& p = P.a;
   const uint16_t* k16 = static_cast<const uint16_t*>(p.k) + b * P.k_stride[0] + hkv * P.k_stride[1];
   const uint16_t* v16 = static_cast<const uint16_t*>(p.v) + b * P.v_stride[0] + hkv * P.v_stride[1];
-  const int full_keys = full_chunks * kShortKeysWgmmaChunkKeys;
-  for (int i = tid; i < (full_keys + 16 * T::kGroups) * T::kChunks; i += threads) {
+  constexpr int kChunkKeys = 16 * T::kGroups;
+  for (int i = tid; i < (full_chunks + 1) * kChunkKeys * T::kChunks; i += threads) {
     const int j = i / T::kChunks, c = i % T::kChunks;
     const bool ok = j < L && c * 8 < p.D;
-    const int soff = j < full_keys
-                         ? (j / kShortKeysWgmmaChunkKeys) * T::kFullBytes +
-                               T::FullTile::offset(j % kShortKeysWgmmaChunkKeys, c * 16)
-                         : full_chunks * T::kFullBytes + T::LastTile::offset(j - full_keys, c * 16);
+    const int soff =
+        (j / kChunkKeys) * T::kKeyTileBytes + T::KeyTile::offset(j % kChunkKeys, c * 16);
     dev::cp_async_16(sK + soff, ok ? k16 + j * P.k_stride[2] + c * 8 : k16, ok);
     dev::cp_async_16(sV + soff, ok ? v16 + j * P.v_stride[2] + c * 8 : v16, ok);
   }
   dev::cp_async_commit();
 }
 
-// S = Q·Kᵀ over one key chunk of CG groups laid out as Tile, one m64nk16 MMA per 16 channels
+// Issues S = Q·Kᵀ over one key chunk (its K tile at k_lo), one m64nk16 MMA per 16 channels
 // with N = the chunk's keys: s[2g + i][e] is key 16g + 8i + 2·t4 + (e & 1) of the chunk, row
-// half e >> 1 (the accumulator's layout, the mma.sync m16n8 one per warp). Its wait also
-// retires any P·V still in flight.
-template <int CG, class Tile, class T>
+// half e >> 1 (the accumulator's layout, the mma.sync m16n8 one per warp). Committed as one
+// group, not waited for.
+template <class T>
 __device__ __forceinline__ void short_keys_wgmma_qk(uint32_t q_lo, uint32_t k_lo,
-                                                    float (&s)[2 * CG][4]) {
-  using Ops = dev::WgmmaOps<16 * CG>;
-  float(&sf)[8 * CG] = *reinterpret_cast<float(*)[8 * CG]>(&s[0][0]);
+                                                    float (&s)[2 * T::kGroups][4]) {
+  using Ops = dev::WgmmaOps<16 * T::kGroups>;
+  float(&sf)[8 * T::kGroups] = *reinterpret_cast<float(*)[8 * T::kGroups]>(&s[0][0]);
   dev::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < T::kKSteps; ++kk) {
     const uint64_t dq = dev::smem_desc_of(q_lo + T::QTile::kstep_offset(kk) / 16, T::kDescHi);
-    const uint64_t dk = dev::smem_desc_of(k_lo + Tile::kstep_offset(kk) / 16, T::kDescHi);
+    const uint64_t dk = dev::smem_desc_of(k_lo + T::KeyTile::kstep_offset(kk) / 16, T::kDescHi);
     if constexpr (T::kBf16) {
       if (kk == 0)
         Ops::template bf16_ss<false>(sf, dq, dk);
@@ -151,19 +151,17 @@ __device__ __forceinline__ void short_keys_wgmma_qk(uint32_t q_lo, uint32_t k_lo
     }
   }
   dev::wgmma_commit();
-  dev::wgmma_wait<0>();
-  dev::wgmma_fence_regs(s);
 }
 
-// O (+)= P·V over one key chunk (P: pa[g], the A fragment of the chunk's group g; v_lo: the
-// chunk's V tile). Issued and committed, not waited for: the next chunk's Q·Kᵀ or the caller
-// waits. FIRST: O starts from this chunk's product.
-template <int CG, bool FIRST, int DPAD, class T>
-__device__ __forceinline__ void short_keys_wgmma_pv(const uint32_t (&pa)[T::kPGroups][4],
+// Issues O (+)= P·V over one key chunk (P: pa[g], the A fragment of the chunk's group g; v_lo:
+// the chunk's V tile), committed as one group, not waited for. FIRST: O starts from this
+// chunk's product.
+template <bool FIRST, int DPAD, class T>
+__device__ __forceinline__ void short_keys_wgmma_pv(const uint32_t (&pa)[T::kGroups][4],
                                                     uint32_t v_lo, float (&o)[DPAD / 2]) {
   dev::wgmma_fence();
 #pragma unroll
-  for (int g = 0; g < CG; ++g) {
+  for (int g = 0; g < T::kGroups; ++g) {
     const uint64_t dv = dev::smem_desc_of(v_lo + g * T::kGroupRows16, T::kDescHi);
     if constexpr (T::kBf16) {
       if (FIRST && g == 0)
@@ -181,14 +179,15 @@ __device__ __forceinline__ void short_keys_wgmma_pv(const uint32_t (&pa)[T::kPGr
 }
 
 // The softmax of a warp's 16 rows over one key chunk [key0, key0 + 16·CG), in place: keys past
-// a row's range masked, the row maxima m (scaled, log2 domain) and the thread's partial sums l
-// (summed over the quad at the end), P = 2^(s·scale − m) packed as the P·V A fragments. FIRST:
-// m and l start here; else m is a running maximum and, where it rises, O and l are rescaled
-// (O's previous P·V has completed).
-template <int CG, bool FIRST, int DPAD, class T>
-__device__ __forceinline__ void short_keys_wgmma_softmax(
-    float (&s)[2 * CG][4], const RowInfo (&my_rows)[2], float scale, int t4, int key0,
-    float (&m)[2], float (&l)[2], uint32_t (&pa)[T::kPGroups][4], float (&o)[DPAD / 2]) {
+// a row's range masked, the row maxima m (scaled, log2 domain), s = P = 2^(s·scale − m) in
+// fp32 and the thread's partial sums l (summed over the quad at the end). FIRST: m and l start
+// here; else m is a running maximum, corr[rh] = 2^(m_before − m) the factor O still needs (0
+// with no key before: O and l are 0), and l is rescaled by it.
+template <int CG, bool FIRST>
+__device__ __forceinline__ void short_keys_wgmma_softmax(float (&s)[2 * CG][4],
+                                                         const RowInfo (&my_rows)[2], float scale,
+                                                         int t4, int key0, float (&m)[2],
+                                                         float (&l)[2], float (&corr)[2]) {
   // Groups at or past the warp's smallest range end need masking (the last one, without causal).
   int lo = 0x7fffffff;
 #pragma unroll
@@ -211,12 +210,13 @@ __device__ __forceinline__ void short_keys_wgmma_softmax(
       mx[rh] = fmaxf(mx[rh], fmaxf(fmaxf(s[2 * g][2 * rh], s[2 * g][2 * rh + 1]),
                                    fmaxf(s[2 * g + 1][2 * rh], s[2 * g + 1][2 * rh + 1])));
   }
-  float ref[2], corr[2] = {1.f, 1.f};
+  float ref[2];
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     mx[rh] = fmaxf(mx[rh], __shfl_xor_sync(0xffffffffu, mx[rh], 1));
     mx[rh] = fmaxf(mx[rh], __shfl_xor_sync(0xffffffffu, mx[rh], 2));
     float m_new = mx[rh] * scale;  // −inf stays −inf (scale > 0): no key so far
+    corr[rh] = 1.f;
     if constexpr (!FIRST) {
       m_new = fmaxf(m_new, m[rh]);
       // m[rh] finite implies m_new finite and at least m[rh]; with no key before, O and l are 0.
@@ -225,19 +225,10 @@ __device__ __forceinline__ void short_keys_wgmma_softmax(
     m[rh] = m_new;
     ref[rh] = m_new == -INFINITY ? 0.f : m_new;
   }
-  if constexpr (!FIRST) {
-    // After the first chunks a row's maximum seldom rises: the warp rescales only when one does.
-    if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
-#pragma unroll
-      for (int i = 0; i < DPAD / 8; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[4 * i + e] *= corr[e >> 1];
-    }
-  }
   // Two partial sums a row half: shorter add chains.
   float part[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
 #pragma unroll
-  for (int g = 0; g < CG; ++g) {
+  for (int g = 0; g < CG; ++g)
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
@@ -245,11 +236,6 @@ __device__ __forceinline__ void short_keys_wgmma_softmax(
         s[2 * g + i][e] = dev::fast_exp2(fmaf(s[2 * g + i][e], scale, -ref[e >> 1]));
         part[e >> 1][i] += s[2 * g + i][e];
       }
-    pa[g][0] = dev::pack2<T::kBf16>(s[2 * g][0], s[2 * g][1]);
-    pa[g][1] = dev::pack2<T::kBf16>(s[2 * g][2], s[2 * g][3]);
-    pa[g][2] = dev::pack2<T::kBf16>(s[2 * g + 1][0], s[2 * g + 1][1]);
-    pa[g][3] = dev::pack2<T::kBf16>(s[2 * g + 1][2], s[2 * g + 1][3]);
-  }
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
     if constexpr (FIRST)
@@ -259,21 +245,69 @@ __device__ __forceinline__ void short_keys_wgmma_softmax(
   }
 }
 
-// One key chunk of a tile: its Q·Kᵀ (whose wait retires the previous chunk's P·V), softmax
-// and P·V issue.
-template <int CG, bool FIRST, int DPAD, class Tile, class T>
-__device__ __forceinline__ void short_keys_wgmma_chunk(
-    uint32_t q_lo, uint32_t k_lo, uint32_t v_lo, int key0, const RowInfo (&my_rows)[2], float scale,
-    int t4, float (&m)[2], float (&l)[2], uint32_t (&pa)[T::kPGroups][4], float (&o)[DPAD / 2]) {
-  float s[2 * CG][4];
-  short_keys_wgmma_qk<CG, Tile, T>(q_lo, k_lo, s);
-  if constexpr (!FIRST) {
-    // The previous P·V read pa and wrote o until the wait above: keep both in their registers.
-    dev::wgmma_fence_regs(pa);
-    dev::wgmma_fence_regs(o);
+// P (fp32, the Q·Kᵀ accumulator's layout) rounded to the input type as the P·V A fragments.
+template <int CG, bool BF16>
+__device__ __forceinline__ void short_keys_wgmma_pack(const float (&s)[2 * CG][4],
+                                                      uint32_t (&pa)[CG][4]) {
+#pragma unroll
+  for (int g = 0; g < CG; ++g) {
+    pa[g][0] = dev::pack2<BF16>(s[2 * g][0], s[2 * g][1]);
+    pa[g][1] = dev::pack2<BF16>(s[2 * g][2], s[2 * g][3]);
+    pa[g][2] = dev::pack2<BF16>(s[2 * g + 1][0], s[2 * g + 1][1]);
+    pa[g][3] = dev::pack2<BF16>(s[2 * g + 1][2], s[2 * g + 1][3]);
   }
-  short_keys_wgmma_softmax<CG, FIRST, DPAD, T>(s, my_rows, scale, t4, key0, m, l, pa, o);
-  short_keys_wgmma_pv<CG, FIRST, DPAD, T>(pa, v_lo, o);
+}
+
+// O rescaled to the rows' new maxima (corr from short_keys_wgmma_softmax). After the first
+// chunks a row's maximum seldom rises: the warp multiplies only when one does.
+template <int DPAD>
+__device__ __forceinline__ void short_keys_wgmma_rescale(float (&o)[DPAD / 2],
+                                                         const float (&corr)[2]) {
+  if (__any_sync(0xffffffffu, corr[0] != 1.f || corr[1] != 1.f)) {
+#pragma unroll
+    for (int i = 0; i < DPAD / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[4 * i + e] *= corr[e >> 1];
+  }
+}
+
+// A tile's keys, chunk by chunk, into O (unnormalised), m and l. The last P·V is issued, not
+// waited for. One chunk: Q·Kᵀ, softmax, P·V in turn. Several (MULTI): one chunk ahead, as the
+// file's header says; every wait names what it retires.
+template <int DPAD, class T>
+__device__ __forceinline__ void short_keys_wgmma_keys(uint32_t q_lo, uint32_t k_lo, uint32_t v_lo,
+                                                      int full_chunks, const RowInfo (&my_rows)[2],
+                                                      float scale, int t4, float (&m)[2],
+                                                      float (&l)[2], uint32_t (&pa)[T::kGroups][4],
+                                                      float (&o)[DPAD / 2]) {
+  constexpr int CG = T::kGroups;
+  constexpr uint32_t kStep = T::kKeyTileBytes / 16;  // one chunk, in descriptor units
+  float s[2 * CG][4], corr[2];
+  short_keys_wgmma_qk<T>(q_lo, k_lo, s);
+  dev::wgmma_wait<0>();  // S of chunk 0
+  dev::wgmma_fence_regs(s);
+  short_keys_wgmma_softmax<CG, true>(s, my_rows, scale, t4, 0, m, l, corr);
+  short_keys_wgmma_pack<CG, T::kBf16>(s, pa);
+  if constexpr (!T::kMulti) {
+    short_keys_wgmma_pv<true, DPAD, T>(pa, v_lo, o);
+  } else {
+#pragma unroll
+    for (int i = 0; i < DPAD / 2; ++i) o[i] = 0.f;
+#pragma unroll 1
+    for (int c = 1; c <= full_chunks; ++c) {
+      short_keys_wgmma_qk<T>(q_lo, k_lo + c * kStep, s);
+      short_keys_wgmma_pv<false, DPAD, T>(pa, v_lo + (c - 1) * kStep, o);
+      dev::wgmma_wait<1>();  // S of chunk c; the P·V of chunk c − 1 still runs
+      dev::wgmma_fence_regs(s);
+      short_keys_wgmma_softmax<CG, false>(s, my_rows, scale, t4, c * 16 * CG, m, l, corr);
+      dev::wgmma_wait<0>();  // that P·V: pa and O are free
+      dev::wgmma_fence_regs(pa);
+      dev::wgmma_fence_regs(o);
+      short_keys_wgmma_rescale<DPAD>(o, corr);
+      short_keys_wgmma_pack<CG, T::kBf16>(s, pa);
+    }
+    short_keys_wgmma_pv<false, DPAD, T>(pa, v_lo + full_chunks * kStep, o);
+  }
 }
 
 // The warp's 16 rows of O (wgmma accumulator layout) and their LSE: normalised rows packed into
@@ -349,7 +383,7 @@ __global__ void __launch_bounds__((ShortKeysWgmmaTraits<DPAD, BF16, GROUPS, MULT
   const int wgs = MULTI ? P.warpgroups : 1;
   const int full_chunks = MULTI ? P.full_chunks : 0;
   uint8_t* sK = smem + wgs * T::kQBufs * T::kQBytes;
-  uint8_t* sV = sK + full_chunks * T::kFullBytes + T::kLastBytes;
+  uint8_t* sV = sK + (full_chunks + 1) * T::kKeyTileBytes;
   const int tid = threadIdx.x, wg = tid >> 7, wtid = tid & 127;
   const int warp = wtid >> 5, lane = tid & 31;
   const int g8 = lane >> 2, t4 = lane & 3;
@@ -358,10 +392,7 @@ __global__ void __launch_bounds__((ShortKeysWgmmaTraits<DPAD, BF16, GROUPS, MULT
   const int L = valid_keys(p, b);
   uint8_t* sQ = smem + wg * T::kQBufs * T::kQBytes;  // this warpgroup's two Q buffers
   const uint32_t q_lo = dev::smem_desc_lo(sQ, 16), k_lo = dev::smem_desc_lo(sK, 16);
-  const uint32_t v_full_lo = dev::smem_desc_lo(sV, T::FullTile::kSlabBytes);
-  const uint32_t v_last_lo =
-      dev::smem_desc_lo(sV + full_chunks * T::kFullBytes, T::LastTile::kSlabBytes);
-  const uint32_t k_last_lo = k_lo + full_chunks * (T::kFullBytes / 16);
+  const uint32_t v_lo = dev::smem_desc_lo(sV, T::KeyTile::kSlabBytes);
   const int tile_step = P.ctas_per_head * wgs;
 
   int tile = part * wgs + wg;
@@ -389,32 +420,17 @@ __global__ void __launch_bounds__((ShortKeysWgmmaTraits<DPAD, BF16, GROUPS, MULT
 
     // K's and V's descriptor bases re-read each tile: hoisted out of the loop, every MMA's
     // 64-bit descriptor would hold two registers for the whole kernel.
-    uint32_t kb = k_last_lo, vb = v_last_lo;
+    uint32_t kb = k_lo, vb = v_lo;
     asm volatile("" : "+r"(kb), "+r"(vb));
     const uint32_t qb = q_lo + buf * (T::kQBytes / 16);
     const RowInfo my_rows[2] = {row_info(p, hkv, tile * T::kRows + warp * 16 + g8, L),
                                 row_info(p, hkv, tile * T::kRows + warp * 16 + g8 + 8, L)};
     const float scale = p.sm_scale_log2;
     float m[2], l[2];
-    uint32_t pa[T::kPGroups][4];
+    uint32_t pa[GROUPS][4];
     float o[DPAD / 2];
-    if constexpr (MULTI) {
-      uint32_t kf = k_lo, vf = v_full_lo;
-      asm volatile("" : "+r"(kf), "+r"(vf));
-      short_keys_wgmma_chunk<T::kFullGroups, true, DPAD, typename T::FullTile, T>(
-          qb, kf, vf, 0, my_rows, scale, t4, m, l, pa, o);
-#pragma unroll 1
-      for (int c = 1; c < full_chunks; ++c)
-        short_keys_wgmma_chunk<T::kFullGroups, false, DPAD, typename T::FullTile, T>(
-            qb, kf + c * (T::kFullBytes / 16), vf + c * (T::kFullBytes / 16),
-            c * kShortKeysWgmmaChunkKeys, my_rows, scale, t4, m, l, pa, o);
-      short_keys_wgmma_chunk<GROUPS, false, DPAD, typename T::LastTile, T>(
-          qb, kb, vb, full_chunks * kShortKeysWgmmaChunkKeys, my_rows, scale, t4, m, l, pa, o);
-    } else {
-      short_keys_wgmma_chunk<GROUPS, true, DPAD, typename T::LastTile, T>(qb, kb, vb, 0, my_rows,
-                                                                          scale, t4, m, l, pa, o);
-    }
-    dev::wgmma_wait<0>();
+    short_keys_wgmma_keys<DPAD, T>(qb, kb, vb, full_chunks, my_rows, scale, t4, m, l, pa, o);
+    dev::wgmma_wait<0>();  // the last P·V
     dev::wgmma_fence_regs(pa);
     dev::wgmma_fence_regs(o);
     short_keys_wgmma_store_o<DPAD, T>(p, b, hkv, L, tile, o, m, l, my_rows, sQ + buf * T::kQBytes,

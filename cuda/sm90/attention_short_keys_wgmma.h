@@ -17,17 +17,21 @@
 
 namespace int8attn {
 
-constexpr int kShortKeysWgmmaRows = 64;       // query rows of a tile: one warpgroup's MMA
-constexpr int kShortKeysWgmmaChunkKeys = 64;  // keys of a full chunk (all but the last)
+constexpr int kShortKeysWgmmaRows = 64;          // query rows of a tile: one warpgroup's MMA
+constexpr int kShortKeysWgmmaChunkKeys = 64;     // keys of a chunk past 128 keys
+constexpr int kShortKeysWgmmaMaxWarpgroups = 4;  // warpgroups a CTA, at most
 
 // The kernel's layout for `nk` keys at padded head dim `dpad` (up to 192; 32 runs as 64):
-// p.key_groups (the last chunk's compiled count of 16-key groups: 2, 4, 5, 6 or 8 with at most
-// 128 keys, else 4: CLIP's 77 keys are 5, T5's 120 are 8, 300 keys are four full chunks and 4),
-// p.full_chunks and p.warpgroups (as many a CTA as its traits allow and the shared memory
-// fits); false where not compiled or where one warpgroup's CTA exceeds `smem_per_block`.
-// `ctas_per_sm`: CTAs an SM holds at once.
+// p.key_groups (a chunk's compiled count of 16-key groups: with at most 128 keys, one chunk of
+// 2, 4, 5, 6 or 8, CLIP's 77 keys 5 and T5's 120 8; else 4: 300 keys are five chunks of 64),
+// p.full_chunks (the chunks after the first) and p.warpgroups (as many a CTA as its traits
+// allow and the shared memory fits); false where not compiled or where one warpgroup's CTA
+// exceeds `smem_per_block`. ctas_per_sm[w], w = 1..p.warpgroups: CTAs of w warpgroups an SM
+// holds at once (by shared memory, and by registers: the kernel is compiled so that its most
+// warpgroups fill the register file, so fewer a CTA leave room for more CTAs).
 bool short_keys_wgmma_layout(int dpad, int64_t nk, int smem_per_block, int smem_per_sm,
-                             ShortKeysParams& p, int& ctas_per_sm);
+                             ShortKeysParams& p,
+                             int (&ctas_per_sm)[kShortKeysWgmmaMaxWarpgroups + 1]);
 
 // p.row_tiles counts tiles of kShortKeysWgmmaRows rows; p.key_groups, p.full_chunks and
 // p.warpgroups as short_keys_wgmma_layout set them.
