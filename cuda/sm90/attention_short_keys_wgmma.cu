@@ -1,7 +1,6 @@
 // Instantiations and launch of the few-keys wgmma kernel (attention_short_keys_wgmma.cuh), sm90a.
 #include "cuda/sm90/attention_short_keys_wgmma.cuh"
 
-#include <algorithm>
 #include <type_traits>
 
 #include "cuda/common/head_dims.h"
@@ -58,11 +57,12 @@ bool short_keys_wgmma_layout(int dpad, int64_t nk, int smem_per_block, int smem_
     p.warpgroups = 1;
     return false;
   }
+  // A multi-chunk instance's registers are sized for its most warpgroups in one CTA.
   for (int w = 1; w <= kShortKeysWgmmaMaxWarpgroups; ++w)
-    ctas_per_sm[w] = w > p.warpgroups ? 0
-                     : multi
-                         ? std::min(std::max(1, smem_per_sm / (smem[w] + 1024)), max_warpgroups / w)
-                         : short_keys_resident_ctas(smem[w], min_blocks, smem_per_sm);
+    ctas_per_sm[w] = w > p.warpgroups
+                         ? 0
+                         : short_keys_resident_ctas(
+                               smem[w], multi ? max_warpgroups / w : min_blocks, smem_per_sm);
   return true;
 }
 
