@@ -20,7 +20,12 @@ save). Writes:
 
 A full run takes about five minutes on an H200. ``--part I/N`` measures every N-th cell from
 the I-th (so a run fits a time limit), and ``--merge DIR...`` joins the parts' ``route_table.json``
-into the files above, as one run would have written them.
+into the files above, as one run would have written them. ``--merge`` given more than once joins
+each run's parts and takes every time of a cell as the geometric mean over the runs (the ratios
+follow from those times): runs of one library build on several machines of one GPU model, since
+cuDNN's own time moves from machine to machine by several percent (Flux at 1024 px: 0.421–0.453
+ms on three H200s, int8attn 0.400–0.402 ms), enough to flip a call near the processors' 1.05
+threshold.
 
 A GPU the package has no table for (or a machine of one's own): write the table into a folder
 named by ``INT8ATTN_ROUTING_DIR`` and the processors read it there, before the package's own
@@ -29,7 +34,8 @@ named by ``INT8ATTN_ROUTING_DIR`` and the processors read it there, before the p
 measured one's name).
 
 Usage: python3 bench/route_table.py [--quick] [--part I/N] [--out DIR] [--table PATH]
-       python3 bench/route_table.py --merge DIR [DIR...] [--out DIR] [--table PATH]
+       python3 bench/route_table.py --merge DIR [DIR...] [--merge DIR...] [--out DIR]
+                                    [--table PATH]
 """
 from __future__ import annotations
 
@@ -37,6 +43,7 @@ import argparse
 from dataclasses import dataclass
 import datetime
 import json
+import math
 import os
 import sys
 import time
@@ -254,7 +261,8 @@ def table_json(rows, dims, meta) -> dict:
             ratio[mode][str(d)] = grids(mode, d, 0)
             ratio_unaligned[mode][str(d)] = grids(mode, d, UNALIGNED, ratio[mode][str(d)])
     return {"device": meta["gpu"], "capability": meta["capability"], "source": meta["source"],
-            "measured": meta["date"], "torch": meta["torch"], "cudnn": meta["cudnn"],
+            "measured": meta["date"], "runs": meta.get("runs", 1), "torch": meta["torch"],
+            "cudnn": meta["cudnn"],
             "batch_heads": levels, "head_dims": list(dims), "nq": nq, "nk": nk,
             "ratio": ratio, "ratio_unaligned": ratio_unaligned, "unaligned_offset": UNALIGNED,
             "sdpa_ms_batch_heads": BATCH * HEADS[0],
@@ -268,16 +276,19 @@ def table_json(rows, dims, meta) -> dict:
                     "measured take the aligned table's ratio, else the first level's; shapes: "
                     "cells at models' exact shapes (batch x heads, head dim, Nq, Nk), read "
                     "before the grid; sdpa_ms: the stock ms at the first level (the "
-                    "processors' host margin); made by bench/route_table.py"}
+                    "processors' host margin); runs: the runs (machines) whose times were "
+                    "averaged (geometric mean); made by bench/route_table.py"}
 
 
 def markdown(rows, meta) -> str:
+    runs = (f"; every time the geometric mean of {meta['runs']} runs (machines)"
+            if meta.get("runs", 1) > 1 else "")
     lines = [f"# Routing table: int8attn vs PyTorch SDPA ({meta['gpu']}, {meta['date']})", "",
              f"torch {meta['torch']}, cuDNN {meta['cudnn']}, int8attn {meta['int8attn']}; "
              f"B={BATCH}, H = batch·heads / {BATCH}, fp16; ratio = stock ms / int8attn ms "
              f"(> 1: int8attn faster), stock = the faster of SDPA's cuDNN backend and PyTorch's "
              f"default SDPA (– where not timed); – = not measured at that level; "
-             f"command: `{meta['command']}`", "",
+             f"command: `{meta['command']}`{runs}", "",
              "| B·H | D | Nq | Nk | cuDNN ms | SDPA ms | flash ms | exact | balanced | fast | "
              "balanced cached | fast cached |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -359,13 +370,56 @@ def merged_rows(dirs, cells):
     return [found[k] for k in sorted(found, key=order.get)], meta
 
 
+def average_runs(runs):
+    """Runs of the same cells (each a list of rows in one order) as one: every time the geometric
+    mean of the runs that have it, the stock time and the ratios recomputed from those."""
+    first = runs[0]
+    key = lambda r: (r["batch_heads"], r["head_dim"], r["nq"], r["nk"], r["offset"],  # noqa: E731
+                     r.get("model", ""))
+    for run in runs[1:]:
+        if [key(r) for r in run] != [key(r) for r in first]:
+            raise SystemExit("--merge: the runs measured different cells (a --quick run beside "
+                             "a full one, or another version of this script)")
+    out = []
+    for rows in zip(*runs):
+        row = dict(rows[0], ms={}, runs=len(rows))
+        for m in rows[0]["ms"]:
+            if m == "stock":
+                continue
+            ts = [r["ms"].get(m) for r in rows if r["ms"].get(m)]
+            row["ms"][m] = math.exp(sum(math.log(t) for t in ts) / len(ts)) if ts else None
+        row["ms"]["stock"] = stock_ms(row["ms"])
+        base = row["ms"]["stock"]
+        row["ratio"] = {m: (base / t if base and t else None) for m, t in row["ms"].items()}
+        out.append(row)
+    return out
+
+
+def merged_runs(groups, cells):
+    """Each group's parts joined (merged_rows), then the runs averaged (average_runs); the meta
+    of the first run, with every run's command and the latest date."""
+    runs = [merged_rows(g, cells) for g in groups]
+    metas = [m for _, m in runs]
+    gpus = sorted({m["gpu"] for m in metas})
+    if len(gpus) > 1:
+        raise SystemExit(f"--merge: runs on different GPUs ({', '.join(gpus)}): one table is "
+                         "one GPU model")
+    meta = {k: v for k, v in metas[0].items() if k != "part"}
+    if len(runs) > 1:
+        meta["date"] = max(m["date"] for m in metas)
+        meta["command"] = "; ".join(f"run {i + 1}: {m['command']}" for i, m in enumerate(metas))
+        meta["runs"] = len(runs)
+    return average_runs([rows for rows, _ in runs]), meta
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (smoke test)")
     ap.add_argument("--part", type=parse_part, default=None, metavar="I/N",
                     help="measure every N-th cell from the I-th (join the parts with --merge)")
-    ap.add_argument("--merge", nargs="+", default=None, metavar="DIR",
-                    help="join the route_table.json of these parts' folders (no GPU needed)")
+    ap.add_argument("--merge", nargs="+", action="append", default=None, metavar="DIR",
+                    help="join the route_table.json of these parts' folders (no GPU needed); "
+                         "again for another run: times are averaged over the runs")
     ap.add_argument("--out", default=None, help="results folder (default bench/results/run-*)")
     ap.add_argument("--table", default=None,
                     help="write the package's routing table here (e.g. "
@@ -378,8 +432,7 @@ def main() -> int:
         ap.error("--table with --part would write a partial table: give it to --merge")
     cells = list(grid(args.quick))
     if args.merge:
-        rows, meta = merged_rows(args.merge, cells)
-        meta = {k: v for k, v in meta.items() if k != "part"}
+        rows, meta = merged_runs(args.merge, cells)
         meta["command"] = f"{meta['command']} (parts joined by: {' '.join(sys.argv)})"
     else:
         meta = {"gpu": torch.cuda.get_device_name(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import sys
 import warnings
@@ -1586,18 +1587,24 @@ def test_tables_measured_on_the_users_machine_come_first(monkeypatch, tmp_path):
     monkeypatch.setattr(_routing, "_tables", None)  # the next test reads the shipped ones
 
 
-def test_route_table_compares_with_the_faster_stock_path():
-    """bench/route_table.py's baseline: the faster of SDPA's cuDNN backend and PyTorch's
-    default, so a table measured where the default is faster (flash) stays conservative; its
-    markdown routes by the package's rule."""
+def _route_table_module():
+    """bench/route_table.py as a module (skips outside a checkout of the repository)."""
     bench = Path(__file__).resolve().parents[3] / "bench"
     if not (bench / "route_table.py").is_file():
         pytest.skip("needs the repository's bench/ (tests run outside a checkout)")
     sys.path.insert(0, str(bench))
     try:
-        import route_table as rt
+        import route_table
     finally:
         sys.path.pop(0)
+    return route_table
+
+
+def test_route_table_compares_with_the_faster_stock_path():
+    """bench/route_table.py's baseline: the faster of SDPA's cuDNN backend and PyTorch's
+    default, so a table measured where the default is faster (flash) stays conservative; its
+    markdown routes by the package's rule."""
+    rt = _route_table_module()
     assert rt.stock_ms({"cudnn": 0.4, "sdpa": 0.3}) == 0.3
     assert rt.stock_ms({"cudnn": 0.4}) == 0.4                      # rows of older runs
     assert rt.stock_ms({"cudnn": None, "sdpa": 0.3}) == 0.3          # cuDNN refused the shape
@@ -1605,3 +1612,49 @@ def test_route_table_compares_with_the_faster_stock_path():
     assert rt.routed_to(1.04, 1.0) == "SDPA"                         # under MIN_RATIO
     assert rt.routed_to(1.2, 0.05) == "SDPA"                         # saves 8 us
     assert rt.routed_to(1.2, 0.5) == "int8attn"
+
+
+def test_route_table_averages_runs_of_several_machines(tmp_path):
+    """bench/route_table.py --merge given once per run: each run's parts joined, every time the
+    geometric mean over the runs, the ratios recomputed from those; runs of other cells or of
+    another GPU refused."""
+    rt = _route_table_module()
+    cells = [rt.Cell(2, 12, 64, 4096, 4096), rt.Cell(2, 12, 64, 4096, 77)]
+
+    def row(c, cudnn, fast, balanced=None):
+        ms = {"cudnn": cudnn, "sdpa": None, "fast": fast, "balanced": balanced}
+        ms["stock"] = rt.stock_ms(ms)
+        return {"batch_heads": c.batch * c.heads, "head_dim": c.d, "nq": c.nq, "nk": c.nk,
+                "offset": c.offset, "ms": ms, "method": {},
+                "ratio": {m: ms["stock"] / t if t else None for m, t in ms.items()}}
+
+    def write_run(name, gpu, rows, parts=2):
+        dirs = []
+        for i in range(parts):
+            d = tmp_path / f"{name}{i}"
+            d.mkdir()
+            meta = {"gpu": gpu, "capability": [9, 0], "torch": "t", "cudnn": 1,
+                    "int8attn": "0", "date": f"2026-11-2{len(name)}", "part": f"{i + 1}/{parts}",
+                    "command": f"route_table.py --part {i + 1}/{parts}", "source": ""}
+            (d / "route_table.json").write_text(
+                json.dumps({"meta": meta, "rows": rows[i::parts]}))
+            dirs.append(str(d))
+        return dirs
+
+    a = write_run("a", "H200", [row(cells[0], 0.44, 0.40), row(cells[1], 0.02, 0.015, 0.016)])
+    b = write_run("bb", "H200", [row(cells[0], 0.42, 0.40), row(cells[1], 0.02, 0.015, None)])
+    rows, meta = rt.merged_runs([a, b], cells)
+    fast = rows[0]["ms"]["fast"]
+    assert rows[0]["ms"]["cudnn"] == pytest.approx(math.sqrt(0.44 * 0.42))
+    assert fast == pytest.approx(0.40)
+    assert rows[0]["ratio"]["fast"] == pytest.approx(math.sqrt(0.44 * 0.42) / 0.40)
+    assert rows[1]["ms"]["balanced"] == pytest.approx(0.016)  # the one run that has it
+    assert rows[0]["runs"] == 2 and meta["runs"] == 2 and meta["date"] == "2026-11-22"
+    assert "run 2:" in meta["command"] and "part" not in meta
+    one, meta1 = rt.merged_runs([a], cells)                   # one run: its own times
+    assert one[0]["ms"]["cudnn"] == pytest.approx(0.44) and "runs" not in meta1
+    other_gpu = write_run("ccc", "H100", [row(cells[0], 0.5, 0.5), row(cells[1], 0.02, 0.02)])
+    with pytest.raises(SystemExit, match="different GPUs"):
+        rt.merged_runs([a, other_gpu], cells)
+    with pytest.raises(SystemExit, match="different cells"):
+        rt.average_runs([rows, rows[:1]])
