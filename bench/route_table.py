@@ -193,10 +193,20 @@ def measure(c: Cell) -> dict:
                 cache.append(k, v)
                 row["ms"][f"{mode}_cached"], row["method"][f"{mode}_cached"] = time_fn(
                     lambda: cache.forward(q, out=out))
+    set_ratios(row)
+    return row
+
+
+def set_ratios(row: dict) -> None:
+    """The row's stock time and its ratios, stock / each time, from its times."""
     row["ms"]["stock"] = stock_ms(row["ms"])
     base = row["ms"]["stock"]
     row["ratio"] = {m: (base / t if base and t else None) for m, t in row["ms"].items()}
-    return row
+
+
+def row_key(r: dict) -> tuple:
+    """What identifies a cell among a run's rows."""
+    return (r["batch_heads"], r["head_dim"], r["nq"], r["nk"], r["offset"], r.get("model", ""))
 
 
 def stock_ms(ms: dict):
@@ -356,8 +366,7 @@ def merged_rows(dirs, cells):
             part = json.load(fh)
         meta = meta or part["meta"]
         for r in part["rows"]:
-            key = (r["batch_heads"], r["head_dim"], r["nq"], r["nk"], r["offset"],
-                   r.get("model", ""))
+            key = row_key(r)
             if key not in order:
                 raise SystemExit(f"{path}: a row not in this script's grid: {key}")
             if key in found:
@@ -372,25 +381,22 @@ def merged_rows(dirs, cells):
 
 def average_runs(runs):
     """Runs of the same cells (each a list of rows in one order) as one: every time the geometric
-    mean of the runs that have it, the stock time and the ratios recomputed from those."""
+    mean of the runs that have it, the stock time and the ratios recomputed from those; each
+    run's own times kept in ``ms_runs``."""
     first = runs[0]
-    key = lambda r: (r["batch_heads"], r["head_dim"], r["nq"], r["nk"], r["offset"],  # noqa: E731
-                     r.get("model", ""))
     for run in runs[1:]:
-        if [key(r) for r in run] != [key(r) for r in first]:
+        if [row_key(r) for r in run] != [row_key(r) for r in first]:
             raise SystemExit("--merge: the runs measured different cells (a --quick run beside "
                              "a full one, or another version of this script)")
     out = []
     for rows in zip(*runs):
-        row = dict(rows[0], ms={}, runs=len(rows))
+        row = dict(rows[0], ms={}, runs=len(rows), ms_runs=[r["ms"] for r in rows])
         for m in rows[0]["ms"]:
             if m == "stock":
                 continue
             ts = [r["ms"].get(m) for r in rows if r["ms"].get(m)]
             row["ms"][m] = math.exp(sum(math.log(t) for t in ts) / len(ts)) if ts else None
-        row["ms"]["stock"] = stock_ms(row["ms"])
-        base = row["ms"]["stock"]
-        row["ratio"] = {m: (base / t if base and t else None) for m, t in row["ms"].items()}
+        set_ratios(row)
         out.append(row)
     return out
 
@@ -405,10 +411,11 @@ def merged_runs(groups, cells):
         raise SystemExit(f"--merge: runs on different GPUs ({', '.join(gpus)}): one table is "
                          "one GPU model")
     meta = {k: v for k, v in metas[0].items() if k != "part"}
-    if len(runs) > 1:
-        meta["date"] = max(m["date"] for m in metas)
-        meta["command"] = "; ".join(f"run {i + 1}: {m['command']}" for i, m in enumerate(metas))
-        meta["runs"] = len(runs)
+    if len(runs) == 1:
+        return runs[0][0], meta
+    meta["date"] = max(m["date"] for m in metas)
+    meta["command"] = "; ".join(f"run {i + 1}: {m['command']}" for i, m in enumerate(metas))
+    meta["runs"] = len(runs)
     return average_runs([rows for rows, _ in runs]), meta
 
 

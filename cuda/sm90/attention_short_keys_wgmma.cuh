@@ -33,7 +33,7 @@
 
 namespace int8attn {
 
-// MULTI: compiled for several chunks of 64 keys (up to kShortKeysWgmmaMaxKeys keys, one to
+// MULTI: compiled for several chunks of 64 keys (up to kExactMaxShortKeys keys, one to
 // four warpgroups a CTA); else one warpgroup and one chunk of GROUPS groups (at most 128 keys).
 template <int DPAD, bool BF16, int GROUPS, bool MULTI>
 struct ShortKeysWgmmaTraits {

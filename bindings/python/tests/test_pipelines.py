@@ -1650,6 +1650,7 @@ def test_route_table_averages_runs_of_several_machines(tmp_path):
     assert rows[0]["ratio"]["fast"] == pytest.approx(math.sqrt(0.44 * 0.42) / 0.40)
     assert rows[1]["ms"]["balanced"] == pytest.approx(0.016)  # the one run that has it
     assert rows[0]["runs"] == 2 and meta["runs"] == 2 and meta["date"] == "2026-11-22"
+    assert [m["cudnn"] for m in rows[0]["ms_runs"]] == [0.44, 0.42]  # each run's own times
     assert "run 2:" in meta["command"] and "part" not in meta
     one, meta1 = rt.merged_runs([a], cells)                   # one run: its own times
     assert one[0]["ms"]["cudnn"] == pytest.approx(0.44) and "runs" not in meta1
