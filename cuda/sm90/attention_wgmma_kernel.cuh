@@ -67,7 +67,8 @@ __device__ __forceinline__ void visible_tiles(const AttnKernelParams& p, const C
   }
 }
 
-// Before any warp specialises: FAST's ones rows below V^T in every stage, and the barriers.
+// Before any warp specialises: FAST's ones rows below V^T in every stage or BALANCED's block of
+// ones (T::kTensorRowSums), and the barriers.
 template <class T>
 __device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid) {
   if constexpr (T::kOnesColumn) {
@@ -80,6 +81,12 @@ __device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid) {
           make_uint4(one, one, one, one);
     }
     dev::fence_proxy_async_smem();  // read by wgmma (async proxy) after the barrier below
+  } else if constexpr (T::kOnesBlock) {
+    // BALANCED's block of fp16 ones (the row sums' MMA operand).
+    for (int i = tid; i < T::kOnesBlockBytes / 16; i += T::kThreads)
+      reinterpret_cast<uint4*>(sm.ones)[i] =
+          make_uint4(0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u);
+    dev::fence_proxy_async_smem();
   }
   if (tid == 0) {
     for (int s = 0; s < T::kStages; ++s) {
@@ -168,14 +175,15 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   sfx.t4 = lane & 3;
   const float lse_shift[2] = {sm.lse_shift[row0 + g8], sm.lse_shift[row0 + g8 + 8]};
 
-  // O, and with kOnesColumn the current tile's row sums in column DPAD (tile kDTiles).
+  // O, and with T::kTensorRowSums the row sums in the 8 columns after it (tile kDTiles; FAST's
+  // only the current tile's, in column DPAD).
   float o[T::kAccTiles][4];
 #pragma unroll
   for (int n = 0; n < T::kAccTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   consume_kv_tiles(sm, cwg, t_begin, t_end - t_begin, sfx, o);
 
   // ---- epilogue ------------------------------------------------------------------------------
-  sfx.finish_row_sums(lane);
+  sfx.finish_row_sums(o, lane);
   const float(&o_out)[T::kDTiles][4] = reinterpret_cast<const float(&)[T::kDTiles][4]>(o);
   if (T::kStagedIO && p.num_splits == 1 && p.o_vec)
     store_o_rows_staged<DPAD>(p, o_out, sfx.m_run, sfx.l_run, sfx.rows, lse_shift, sfx.kPOffset,

@@ -145,10 +145,12 @@ __device__ __forceinline__ void wgmma_fence_regs(T (&r)[N][M]) {
 __device__ __forceinline__ uint32_t smem_desc_lo(const void* smem, uint32_t lbo) {
   return ((smem_addr(smem) & 0x3FFFFu) >> 4) | (((lbo >> 4) & 0x3FFFu) << 16);
 }
+// swizzle_bytes 128, 64, 32, or 0: none.
 __host__ __device__ constexpr uint32_t smem_desc_hi(uint32_t sbo, int swizzle_bytes) {
   return ((sbo >> 4) & 0x3FFFu) | (static_cast<uint32_t>(swizzle_bytes == 128  ? 1
                                                          : swizzle_bytes == 64 ? 2
-                                                                               : 3)
+                                                         : swizzle_bytes == 32 ? 3
+                                                                               : 0)
                                    << 30);
 }
 __device__ __forceinline__ uint64_t smem_desc_of(uint32_t lo, uint32_t hi) {

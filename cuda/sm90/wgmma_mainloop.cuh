@@ -28,11 +28,12 @@ struct Sm90Mma {
   struct Descs {
     uint64_t q[T::kKSteps], k[T::kKSteps];  // Q·Kᵀ: Q and K tiles per 32-byte k-step
     uint64_t v[kPSteps];                    // P·V: V tile per k-step
+    uint64_t ones;                          // kOnesBlock's row sums: the block of ones
   };
   // The descriptors' low words for stage 0, computed once per CTA; a stage's are these plus
   // its offset, and their high words are constants (dev::smem_desc_lo).
   struct DescBase {
-    uint32_t q, k, v;
+    uint32_t q, k, v, ones;
   };
 
   // Slab layouts (dev::SlabTile): rows of one slab are kSpan bytes apart, so 8-row groups are
@@ -48,12 +49,16 @@ struct Sm90Mma {
   static constexpr uint32_t kVHi = dev::smem_desc_hi(T::kFp8PV ? 1024 : 8 * kVSpan, kVSpan);
   // A V k-step: FAST 32 keys (32 bytes of each K-major row), BALANCED 16 rows of kVSpan bytes.
   static constexpr uint32_t kVStep = T::kFp8PV ? 2 : 16 * kVSpan / 16;
+  // The block of ones (kOnesBlock), unswizzled: every k-step reads the same bytes, all 1.0, so
+  // any strides inside the block do (these keep a k16 × n8 operand within its first 384 bytes).
+  static constexpr uint32_t kOnesHi = dev::smem_desc_hi(256, 0);
+  static_assert(!T::kOnesBlock || T::kOnesBlockBytes >= 512, "the ones MMA reads 384 bytes");
   static_assert(T::kStageBytes % 16 == 0 && T::kKBytes % 16 == 0, "16-byte descriptor units");
 
   // cwg: the consumer warpgroup (warp-uniform), whose Q rows start at cwg·64.
   static __device__ __forceinline__ DescBase desc_base(const Sm90Smem<T>& sm, int cwg) {
     return {dev::smem_desc_lo(sm.q + cwg * 64 * kSpan, 16), dev::smem_desc_lo(sm.stages, 16),
-            dev::smem_desc_lo(sm.stages + T::kKBytes, kVLbo)};
+            dev::smem_desc_lo(sm.stages + T::kKBytes, kVLbo), dev::smem_desc_lo(sm.ones, 128)};
   }
 
   // The descriptors of ring position n.
@@ -66,6 +71,7 @@ struct Sm90Mma {
     }
 #pragma unroll
     for (int i = 0; i < kPSteps; ++i) d.v[i] = dev::smem_desc_of(b.v + s + i * kVStep, kVHi);
+    if constexpr (T::kOnesBlock) d.ones = dev::smem_desc_of(b.ones, kOnesHi);
   }
 
   // S = Q·Kᵀ: 64 rows x 128 keys. kBiased (K scales per block): accumulated onto si, which
@@ -100,15 +106,20 @@ struct Sm90Mma {
         si[4 * c + e] = __float_as_int(fmaf(p[c][e], 0.f, dev::kIntFloatBias));
   }
 
-  // O += P·V.
+  // O += P·V, and the row sums of P into the 8 columns after O (see Sm90Traits::kOnesColumn).
   static __device__ __forceinline__ void issue_pv(const Descs& d, const uint32_t (&pa)[kPSteps][4],
                                                   float (&o_flat)[T::kAccN / 2]) {
+    float(&o_main)[T::kDpad / 2] = reinterpret_cast<float(&)[T::kDpad / 2]>(o_flat);
 #pragma unroll
     for (int i = 0; i < kPSteps; ++i) {
-      if constexpr (T::kFp8PV)
+      if constexpr (T::kFp8PV) {
         dev::WgmmaOps<T::kAccN>::template e4m3_rs<true>(o_flat, pa[i], d.v[i]);
-      else
-        dev::WgmmaOps<T::kDpad>::template f16_rs<true>(o_flat, pa[i], d.v[i]);
+      } else {
+        dev::WgmmaOps<T::kDpad>::template f16_rs<true>(o_main, pa[i], d.v[i]);
+        if constexpr (T::kOnesBlock)
+          dev::WgmmaOps<8>::template f16_rs<true>(
+              reinterpret_cast<float(&)[4]>(o_flat[T::kDpad / 2]), pa[i], d.ones);
+      }
     }
   }
 
@@ -198,9 +209,10 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
     if constexpr (T::kOnesColumn) sfx.drain_row_sums(o, alpha);
     // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
     // keeps the branch warp-uniform.
+    // (FAST's sums column was just drained; kOnesBlock's sums are rescaled with O.)
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-      for (int dn = 0; dn < T::kDTiles; ++dn)
+      for (int dn = 0; dn < (T::kOnesBlock ? T::kAccTiles : T::kDTiles); ++dn)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[dn][e] *= alpha[e >> 1];
     }

@@ -5,7 +5,8 @@
 //   wgmma_e4m3_rs<N> O(fp32)  += P(E4M3, registers)  . V(E4M3, smem desc, K-major), k = 32
 //   wgmma_f16_rs<N>  O(fp32)  += P(fp16, registers)  . V(fp16, smem desc, N-major), k = 16
 //   wgmma_bf16_rs<N> the same in bf16 (the few-keys kernel's P·V with bf16 inputs)
-// (N = head dim + 8, FAST's P·V with V^T's row of ones, has only the E4M3 one.)
+// (N = head dim + 8, FAST's P·V with V^T's row of ones, has only the E4M3 one; N = 8 is
+// BALANCED's row sums, P against a block of ones.)
 //   wgmma_f16_ss<N>  S(fp32)  (+)= Q(fp16, smem desc) . K^T(fp16, smem desc), both K-major, k = 16
 //   wgmma_bf16_ss<N> the same in bf16 (both: the few-keys kernel's Q·Kᵀ, N = its keys)
 // kAcc = false overwrites the accumulators (scale-d = 0). scale-d is an immediate, not a
@@ -21,6 +22,25 @@ namespace int8attn {
 namespace dev {
 
 template <int N> struct WgmmaOps;
+
+template <> struct WgmmaOps<8> {
+  template <bool kAcc>
+  __device__ __forceinline__ static void f16_rs(float (&d)[4], const uint32_t (&a)[4],
+                                                  uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, %9, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kAcc ? 1 : 0));
+  }
+  template <bool kAcc>
+  __device__ __forceinline__ static void bf16_rs(float (&d)[4], const uint32_t (&a)[4],
+                                                   uint64_t db) {
+    asm volatile(
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, %9, 1, 1, 1;\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kAcc ? 1 : 0));
+  }
+};
 
 template <> struct WgmmaOps<32> {
   template <bool kAcc>

@@ -45,8 +45,9 @@ struct Sm90Softmax {
     }
   }
 
-  // Tile t from the integer scores si: updates m_run / l_run (l_run only without the ones
-  // column), returns O's rescale factor per row in alpha and P (fp32) in s.
+  // Tile t from the integer scores si: updates m_run / l_run (l_run only where the tensor
+  // cores do not sum P: Sm90Traits::kTensorRowSums), returns O's rescale factor per row in
+  // alpha and P (fp32) in s.
   // KBLOCK takes the scores as x = 1.5·2^23 + dot (exact, monotone in dot), which Q·Kᵀ
   // accumulated onto the bias (wgmma_mainloop.cuh); each block's scale joins the row's q_scale
   // in the exponent's FFMA and is applied to the block maxima only.
@@ -69,9 +70,9 @@ struct Sm90Softmax {
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) exponentials(s, rh, q_scale_row[rh], ref[rh] - kPOffset);
     turn.pass(s);
+    if constexpr (!T::kTensorRowSums) {
 #pragma unroll
-    for (int rh = 0; rh < 2; ++rh) {
-      if constexpr (!T::kOnesColumn) {
+      for (int rh = 0; rh < 2; ++rh) {
         float sum4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
         for (int c = 0; c < 16; ++c) sum4[c & 3] += s[c][2 * rh] + s[c][2 * rh + 1];
@@ -94,12 +95,16 @@ struct Sm90Softmax {
     }
   }
 
-  // The whole row's sum in every lane of its quad.
-  __device__ __forceinline__ void finish_row_sums(int lane) {
+  // The whole row's sum in every lane of its quad, once the last P·V has completed.
+  __device__ __forceinline__ void finish_row_sums(const float (&o)[T::kAccTiles][4], int lane) {
     if constexpr (T::kOnesColumn) {
       // The row sums drained from column DPAD sit in lane t4 == 0 of each quad.
 #pragma unroll
       for (int rh = 0; rh < 2; ++rh) l_run[rh] = __shfl_sync(0xffffffffu, l_run[rh], lane & ~3);
+    } else if constexpr (T::kOnesBlock) {
+      // Every column of the ones block's product holds the sum.
+#pragma unroll
+      for (int rh = 0; rh < 2; ++rh) l_run[rh] = o[T::kDTiles][2 * rh];
     } else {
 #pragma unroll
       for (int rh = 0; rh < 2; ++rh) {

@@ -43,17 +43,27 @@ struct Sm90Traits {
   static constexpr int kQBytes = kBM * DPAD;
   static constexpr int kKBytes = kSm90BlockN * DPAD;
   static constexpr int kVBytes = kSm90BlockN * DPAD * (kFp8PV ? 1 : 2);
-  // FAST sums each row's P on the tensor cores: below V^T's DPAD rows every stage keeps 8 more
-  // (the MMA's N granularity), the first all ones, written once in the prologue, so column
-  // DPAD of the P·V accumulator is the row sum of the rounded P (64 FADDs per tile and thread
-  // fewer in the softmax, the consumers' critical path). That column is moved
-  // into fp32 after every tile (drain_row_sums).
+  // Each row's P is summed on the tensor cores where they have room, into 8 accumulator
+  // columns after O's DPAD (64 FADDs per tile and thread fewer in the softmax, the consumers'
+  // critical path), as the row sum of the rounded P that multiplies V.
+  // FAST: below V^T's DPAD rows every stage keeps 8 more (the MMA's N granularity), the first
+  // all ones, written once in the prologue, so the P·V MMA at N = DPAD + 8 sums too; that
+  // column is moved into fp32 after every tile (drain_row_sums).
+  // BALANCED at head dim 64: a second MMA at N = 8 per P·V k-step multiplies P by a constant
+  // block of ones (kOnesBlockBytes in stage 0's padding, after its key scales), so all 8
+  // columns hold the sum, accumulated in fp32 across tiles and rescaled with O: 2-4% faster.
+  // With two consumers (head dims 96-192) its fp16 P·V keeps the tensor cores busier and the
+  // eight extra MMAs a tile made the kernel 3-7% slower, so those sum P with FADDs.
   static constexpr bool kOnesColumn = kFp8PV;
   static constexpr int kOnesBytes = kOnesColumn ? 8 * kSm90BlockN : 0;
-  static constexpr int kAccN = DPAD + (kOnesColumn ? 8 : 0);  // P·V's N
+  static constexpr bool kOnesBlock = !kFp8PV && kConsumers == 3;
+  static constexpr int kOnesBlockBytes = kOnesBlock ? 512 : 0;
+  static constexpr bool kTensorRowSums = kOnesColumn || kOnesBlock;
+  static constexpr int kAccN = DPAD + (kTensorRowSums ? 8 : 0);  // O and the row sums
   // K scales after V (and the ones), padded so every stage (and every tile in it) stays
   // 1024-byte aligned, as the 128-byte swizzle requires.
   static constexpr int kStageBytes = kKBytes + kVBytes + kOnesBytes + 1024;
+  static_assert(4 * kSm90BlockN + kOnesBlockBytes <= 1024, "key scales and ones in the pad");
   // Q scales, LSE shifts; barriers: full and empty per stage, one per consumer warp for Q.
   static constexpr int kMiscBytes = 8 * kBM + 128;
   // Ring of K/V tiles: four stages, two above head dim 128, where the staging areas (the
@@ -100,6 +110,7 @@ struct Sm90Smem {
   uint64_t* full;    // per stage: K/V landed (TMA transaction count)
   uint64_t* empty;   // per stage: every consumer thread done reading
   uint64_t* q_full;  // per consumer warp (kQTma): its raw Q rows landed in its staging area
+  uint8_t* ones;     // kOnesBlock: kOnesBlockBytes of fp16 ones (the row sums' MMA operand)
   uint8_t* staging;  // per consumer warp, T::kWarpStagingBytes each
 
   __device__ __forceinline__ explicit Sm90Smem(uint8_t* base)
@@ -110,6 +121,7 @@ struct Sm90Smem {
         full(reinterpret_cast<uint64_t*>(stages + T::kStages * T::kStageBytes + 8 * T::kBM)),
         empty(full + T::kStages),
         q_full(empty + T::kStages),
+        ones(stages + T::kKBytes + T::kVBytes + T::kOnesBytes + 4 * kSm90BlockN),
         staging(stages + T::kStages * T::kStageBytes + T::kMiscBytes) {}
   // Stage of ring position n (n >= 0; kStages is a power of two, so this is a mask).
   __device__ __forceinline__ uint8_t* stage(int n) const {

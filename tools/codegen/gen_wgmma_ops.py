@@ -17,7 +17,8 @@ HEADER = """\
 //   wgmma_e4m3_rs<N> O(fp32)  += P(E4M3, registers)  . V(E4M3, smem desc, K-major), k = 32
 //   wgmma_f16_rs<N>  O(fp32)  += P(fp16, registers)  . V(fp16, smem desc, N-major), k = 16
 //   wgmma_bf16_rs<N> the same in bf16 (the few-keys kernel's P·V with bf16 inputs)
-// (N = head dim + 8, FAST's P·V with V^T's row of ones, has only the E4M3 one.)
+// (N = head dim + 8, FAST's P·V with V^T's row of ones, has only the E4M3 one; N = 8 is
+// BALANCED's row sums, P against a block of ones.)
 //   wgmma_f16_ss<N>  S(fp32)  (+)= Q(fp16, smem desc) . K^T(fp16, smem desc), both K-major, k = 16
 //   wgmma_bf16_ss<N> the same in bf16 (both: the few-keys kernel's Q·Kᵀ, N = its keys)
 // kAcc = false overwrites the accumulators (scale-d = 0). scale-d is an immediate, not a
@@ -104,15 +105,17 @@ def body(n, families):
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
     # The attention kernel: Q·Kᵀ (s8) and P·V (E4M3, fp16) at the head dims; FAST's P·V also at
-    # N = head dim + 8, whose extra 8 columns carry V^T's row of ones, which sums P on the
-    # tensor cores (attention_wgmma_kernel.cuh). The few-keys kernel: Q·Kᵀ (16-bit ss) at N =
-    # its compiled key counts, P·V (16-bit rs) at the head dims.
+    # N = head dim + 8, whose extra 8 columns carry V^T's row of ones, and BALANCED's fp16 P
+    # against a block of ones at N = 8: both sum P on the tensor cores
+    # (attention_wgmma_kernel.cuh). The few-keys kernel: Q·Kᵀ (16-bit ss) at N = its compiled
+    # key counts, P·V (16-bit rs) at the head dims.
     heads = (64, 96, 128, 160, 192)
     keys = (32, 64, 80, 96, 128)
     families = {}
     for n in heads:
         families.setdefault(n, set()).update({"s8_ss", "e4m3_rs", "h16_rs"})
         families.setdefault(n + 8, set()).add("e4m3_rs")
+    families.setdefault(8, set()).add("h16_rs")
     for n in keys:
         families.setdefault(n, set()).add("h16_ss")
     text = HEADER + "\n" + "\n".join(body(n, families[n]) for n in sorted(families)) + FOOTER
