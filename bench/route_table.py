@@ -55,7 +55,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import int8attn
 from bench import log, time_fn
 
-HEAD_DIMS = (40, 64, 80, 128, 160)
+# Each padded head dim's kernel class once at least: 32 (the generic warp-MMA kernel on Hopper),
+# 40 and 64 (the wgmma kernel's 64), 80 (96), 128, 160, and 256 (the generic kernel again past
+# 192); a call reads the smallest grid head dim not below its own.
+HEAD_DIMS = (32, 40, 64, 80, 128, 160, 256)
 NQ = (256, 1024, 2048, 4096, 8192, 16384)
 NK = (77, 256, 512, 1024, 2048, 4096, 8192, 16384)
 BATCH = 2  # a CFG batch

@@ -256,10 +256,15 @@ def _table(ratio_fast, ratio_fast_96=None):
 
 def test_route_table_nearest_point(monkeypatch):
     t = _table([[0.5, 0.9, None], [0.4, 1.2, 1.5]], [[0.6, 1.1, None], [0.5, 1.3, 1.6]])
-    assert t.ratio_for(3, 40, 1000, 77, 24) == 0.5       # D rounds up to 64, nearest lengths
+    assert t.ratio_for(3, 64, 1000, 77, 24) == 0.5       # nearest lengths
+    assert t.ratio_for(3, 40, 1000, 77, 24) is None      # below the smallest D: not measured
     assert t.ratio_for(3, 64, 5000, 3000, 20) == 1.5
-    assert t.ratio_for(3, 96, 1024, 4096, 24) == 0.9     # (1024, 4096) not measured: next Nk
-    assert t.ratio_for(3, 256, 4096, 900, 24) == 1.2     # beyond the largest D: the largest
+    assert t.ratio_for(3, 96, 1024, 4096, 24) == 0.9     # D rounds up to 128; (1024, 4096)
+    #                                                      not measured: the next Nk
+    assert t.ratio_for(3, 128, 4096, 900, 24) == 1.2
+    assert t.ratio_for(3, 256, 4096, 900, 24) is None    # beyond the largest D: not measured
+    assert t.covers_head_dim(64) and t.covers_head_dim(128)
+    assert not t.covers_head_dim(56) and not t.covers_head_dim(136)
     assert t.ratio_for(2, 64, 1024, 77, 24) is None      # mode not measured
     # batch x heads: the largest level not above the call's (the smallest below them all)
     assert t.ratio_for(3, 64, 1024, 1024, 8) == 0.9
@@ -344,7 +349,7 @@ def test_calls_that_save_less_than_the_host_margin_go_to_sdpa(monkeypatch):
     # a ratio below MIN_RATIO is level within the table's spread: SDPA whatever the saving
     assert _routing.routes_to_sdpa(_routing.MIN_RATIO - 0.01, 100.0)
     assert not _routing.routes_to_sdpa(_routing.MIN_RATIO + 0.01, 100.0)
-    data = {"device": "test GPU", "capability": [9, 0], "head_dims": [64],
+    data = {"device": "test GPU", "capability": [9, 0], "head_dims": [32, 64],
             "batch_heads": [24], "nq": [4096], "nk": [77, 4096],
             "ratio": {"fast": {"64": [[[1.3, 1.2]]]}},
             "sdpa_ms_batch_heads": 24, "sdpa_ms": {"64": [[0.015, 0.1]]},
@@ -353,7 +358,8 @@ def test_calls_that_save_less_than_the_host_margin_go_to_sdpa(monkeypatch):
     t = _routing.RouteTable(data)
     assert t.sdpa_ms_for(64, 4096, 77, 20) == 0.0152            # the exact cell
     assert t.sdpa_ms_for(64, 4096, 4096, 48) == pytest.approx(0.2)  # twice the point's work
-    assert t.sdpa_ms_for(40, 4096, 4096, 24) == pytest.approx(0.1 * 40 / 64)
+    assert t.sdpa_ms_for(56, 4096, 4096, 24) == pytest.approx(0.1 * 56 / 64)  # D rounds up
+    assert t.sdpa_ms_for(16, 4096, 4096, 24) is None              # below the grid's head dims
     monkeypatch.setattr(_routing, "_tables", [t])
     monkeypatch.setattr(_routing, "_devices", {0: ((9, 0), "test GPU")})
     monkeypatch.setattr(_routing, "_decisions", {})
@@ -377,6 +383,8 @@ def test_prefer_sdpa_uses_the_device_table(monkeypatch):
     assert not _routing.prefer_sdpa(0, 3, 64, 4096, 4096, 24)      # measured faster
     assert _routing.prefer_sdpa(0, 3, 64, 4096, 1024, 24)          # slower with 24 heads,
     assert not _routing.prefer_sdpa(0, 3, 64, 4096, 1024, 96)      # faster with 96
+    assert not _routing.prefer_sdpa(0, 3, 128, 4096, 4096, 24)     # faster at D=128 ...
+    assert _routing.prefer_sdpa(0, 3, 256, 4096, 4096, 24)         # ... not extrapolated past
     monkeypatch.setattr(_routing, "_warned", set())
     with pytest.warns(int8attn.NoRoutingTableWarning, match=r"sm80 GPU \(sm_80\).*INT8ATTN_"):
         assert not _routing.prefer_sdpa(1, 3, 64, 4096, 77, 24)    # no table for sm80

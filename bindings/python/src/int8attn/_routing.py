@@ -10,6 +10,8 @@ batch·heads × query lengths × key lengths. A call of a measured model shape r
 cell; any other goes to SDPA where the nearest grid point (head dim rounded up, lengths nearest
 on a log scale, the largest measured batch·heads not above the call's) does not have int8attn
 at least :data:`MIN_RATIO` times faster (within that, two measurements of a cell disagree).
+A head dim outside the table's measured ones is not extrapolated (other kernels run head dims
+up to 32 and past 192): such calls go to SDPA.
 cuDNN's speed moves with how its tiles fill the GPU (Flux at 1024 px, 4608 tokens, measured
 differently from the grid's 4096), hence the exact cells; and cuDNN runs lengths that are not
 multiples of 128 slower, so such calls read a second grid measured at unaligned lengths.
@@ -145,6 +147,16 @@ class RouteTable:
                     raise ValueError(f"routing table {self.device}: ratio[{mode}][{d}] is not "
                                      f"{shape} (batch_heads x nq x nk)")
 
+    def covers_head_dim(self, head_dim: int) -> bool:
+        """Whether the head dim lies within the grid's (one below or above them all may run
+        another kernel than the nearest measured one: the table says nothing about it)."""
+        return self.head_dims[0] <= head_dim <= self.head_dims[-1]
+
+    def _grid_head_dim(self, head_dim: int) -> Optional[int]:
+        if not self.covers_head_dim(head_dim):
+            return None
+        return next(h for h in self.head_dims if h >= head_dim)
+
     @staticmethod
     def _nearest(grid: Sequence[int], n: int) -> int:
         x = math.log(max(n, 1))
@@ -154,7 +166,8 @@ class RouteTable:
                   batch_heads: int) -> Optional[float]:
         """The measured speed ratio nearest to this call (None where nothing was measured): the
         exact cell of this shape if one was measured, else the grid's nearest point: head dim
-        rounded up, lengths nearest on a log scale, and the largest level of batch ×
+        rounded up (None outside the measured ones), lengths nearest on a log scale, and
+        the largest level of batch ×
         heads not above the call's (the smallest for fewer; int8attn gains with more heads, so
         where a level measured the cell, it does not overstate int8attn's speed). Lengths that
         are not both multiples of 128 read the unaligned table."""
@@ -166,7 +179,7 @@ class RouteTable:
         per_d = table.get(name)
         if not per_d:
             return None
-        d = next((h for h in self.head_dims if h >= head_dim), self.head_dims[-1])
+        d = self._grid_head_dim(head_dim)
         levels = per_d.get(d)
         if levels is None:
             return None
@@ -199,7 +212,7 @@ class RouteTable:
                         else (self.sdpa_ms_unaligned, self.unaligned_offset))
         if not grid or self.sdpa_ms_batch_heads <= 0:
             return None
-        d = next((h for h in self.head_dims if h >= head_dim), self.head_dims[-1])
+        d = self._grid_head_dim(head_dim)
         rows = grid.get(d)
         point = None if rows is None else self._measured_point(rows, nq, nk)
         if point is None:
@@ -280,7 +293,7 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
                 batch_heads: int) -> bool:
     """True when SDPA should take this CUDA call of ``batch_heads`` (batch × query heads) heads
     (:func:`routes_to_sdpa`: int8attn not measured :data:`MIN_RATIO` times faster, or its gain
-    below the host margin);
+    below the host margin; a head dim outside the table's: not measured, so SDPA);
     ``device_index`` is the tensor's CUDA device; CPU calls (-1) always take int8attn."""
     key = (device_index, mode, head_dim, nq, nk, batch_heads)
     hit = _decisions.get(key)
@@ -299,8 +312,11 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
                 "(docs/diffusers.md)", NoRoutingTableWarning, stacklevel=2)
         if table is not None:
             r = table.ratio_for(mode, head_dim, nq, nk, batch_heads)
-            decision = routes_to_sdpa(r, table.sdpa_ms_for(head_dim, nq, nk, batch_heads)
-                                      if r is not None and r >= 1.0 else None)
+            if r is None and not table.covers_head_dim(head_dim):
+                decision = True  # never measured: the stock path, which is never slower
+            else:
+                decision = routes_to_sdpa(r, table.sdpa_ms_for(head_dim, nq, nk, batch_heads)
+                                          if r is not None and r >= 1.0 else None)
     _decisions[key] = decision
     return decision
 
