@@ -234,6 +234,13 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   // Few rows per kv-head (decode, small GQA groups): one-warp CTAs, so the split-KV grid is not
   // spent on empty rows.
   const int64_t rows = static_cast<int64_t>(a.G) * a.row_pitch;
+  // Head dims up to 32 take the wgmma kernel's 64-channel instance on fresh K/V, as head dims
+  // 33-64 do: the preparation writes the canonical K/V 64 channels wide, zeros past D, and Q's
+  // staging zero-fills the same channels. (A cache keeps its layout, 32 channels wide, for the
+  // warp-MMA kernel.)
+  if (cache_params == nullptr && plan.dpad == 32 && rows > kAttnDecodeBlockM &&
+      sm90_wgmma_eligible(plan.mode, 64, p, dev))
+    plan.dpad = 64;
   // Head dims above 64 need ~220 registers a thread: one 8-warp CTA per SM, whose warps run in
   // lockstep; two 4-warp CTAs of 64 rows run out of phase instead (one's softmax overlaps the
   // other's matrix work).
