@@ -18,7 +18,10 @@ save). Writes:
 - ``OUT/route_table.json`` and ``OUT/route_table.md``: every time and ratio, and the short-key
   and mid-size summary.
 
-A full run takes about five minutes on an H200. ``--part I/N`` measures every N-th cell from
+A full run takes about six minutes on an H200. ``--head-dims D,...`` measures only the grid's
+cells of those head dims (after a change to their kernels); ``--merge ... --over DIR`` puts
+such runs' cells in place of the same cells of the full table in DIR (the other cells stay as
+they were measured). ``--part I/N`` measures every N-th cell from
 the I-th (so a run fits a time limit), and ``--merge DIR...`` joins the parts' ``route_table.json``
 into the files above, as one run would have written them. ``--merge`` given more than once joins
 each run's parts and takes every time of a cell as the geometric mean over the runs (the ratios
@@ -33,9 +36,10 @@ named by ``INT8ATTN_ROUTING_DIR`` and the processors read it there, before the p
 ``sm<cc>.json`` would serve every GPU of that capability, any other name only GPUs of the
 measured one's name).
 
-Usage: python3 bench/route_table.py [--quick] [--part I/N] [--out DIR] [--table PATH]
-       python3 bench/route_table.py --merge DIR [DIR...] [--merge DIR...] [--out DIR]
+Usage: python3 bench/route_table.py [--quick] [--head-dims D,...] [--part I/N] [--out DIR]
                                     [--table PATH]
+       python3 bench/route_table.py --merge DIR [DIR...] [--merge DIR...] [--over DIR]
+                                    [--out DIR] [--table PATH]
 """
 from __future__ import annotations
 
@@ -132,8 +136,10 @@ class Cell:
     model: str = ""
 
 
-def grid(quick: bool):
-    dims = (64, 128) if quick else HEAD_DIMS
+def grid(quick: bool, head_dims=None):
+    """The cells of a run: the grid, then the model shapes; with ``head_dims`` only the grid's
+    cells of those head dims (a re-measure after a change to their kernels, see ``--over``)."""
+    dims = (64, 128) if quick else head_dims or HEAD_DIMS
     nq = (1024, 4096) if quick else NQ
     for heads in (HEADS[:2] if quick else HEADS):
         for d in dims:
@@ -149,6 +155,8 @@ def grid(quick: bool):
                         yield Cell(BATCH, heads, d, n_q, n_k, 0, heads == HEADS[0])
                     if level_cell:
                         yield Cell(BATCH, heads, d, n_q, n_k, UNALIGNED)
+    if head_dims:
+        return
     for name, b, heads, d, n_q, n_k in (MODEL_SHAPES[:1] if quick else MODEL_SHAPES):
         yield Cell(b, heads, d, n_q, n_k, model=name)
 
@@ -422,6 +430,27 @@ def merged_runs(groups, cells):
     return average_runs([rows for rows, _ in runs]), meta
 
 
+def replace_cells(rows, meta, base_dir):
+    """The rows of the table in ``base_dir`` with these rows (cells it has) in their places:
+    a re-measure of some head dims over a full table, whose other cells stay as measured."""
+    path = os.path.join(base_dir, "route_table.json")
+    with open(path) as fh:
+        base = json.load(fh)
+    if base["meta"]["gpu"] != meta["gpu"]:
+        raise SystemExit(f"--over: {path} is of {base['meta']['gpu']}, these runs of "
+                         f"{meta['gpu']}")
+    new = {row_key(r): r for r in rows}
+    keys = {row_key(r) for r in base["rows"]}
+    if not set(new) <= keys:
+        raise SystemExit(f"--over: {path} has no cell {min(set(new) - keys)}")
+    out_meta = dict(base["meta"])
+    out_meta["command"] = (f"{base['meta']['command']}; head dims "
+                           f"{', '.join(map(str, meta['head_dims']))} replaced by: "
+                           f"{meta['command']}")
+    out_meta["date"] = max(base["meta"]["date"], meta["date"])
+    return [new.get(row_key(r), r) for r in base["rows"]], out_meta
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (smoke test)")
@@ -431,6 +460,12 @@ def main() -> int:
                     help="join the route_table.json of these parts' folders (no GPU needed); "
                          "again for another run: times are averaged over the runs")
     ap.add_argument("--out", default=None, help="results folder (default bench/results/run-*)")
+    ap.add_argument("--head-dims", type=lambda t: tuple(int(x) for x in t.split(",")),
+                    default=None, metavar="D,D...",
+                    help="measure only the grid's cells of these head dims (no model shapes)")
+    ap.add_argument("--over", default=None, metavar="DIR",
+                    help="with --merge: the merged cells replace the same cells of the table in "
+                         "DIR (a --head-dims re-measure over a full run)")
     ap.add_argument("--table", default=None,
                     help="write the package's routing table here (e.g. "
                          "bindings/python/src/int8attn/routing/sm90-h200.json)")
@@ -438,12 +473,23 @@ def main() -> int:
     out_dir = args.out or os.path.join("bench", "results",
                                        "run-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
-    if args.part and args.table:
-        ap.error("--table with --part would write a partial table: give it to --merge")
-    cells = list(grid(args.quick))
+    if (args.part or args.head_dims) and args.table:
+        ap.error("--table with --part or --head-dims would write a partial table: give it to "
+                 "--merge")
+    if args.over and not args.merge:
+        ap.error("--over replaces cells by merged runs: give --merge")
+    head_dims = args.head_dims
+    if args.merge:  # the runs' own head dims (a --head-dims run's meta names them)
+        with open(os.path.join(args.merge[0][0], "route_table.json")) as fh:
+            head_dims = json.load(fh)["meta"].get("head_dims")
+        if head_dims and not args.over:
+            ap.error("runs of some head dims (--head-dims) make a table only --over a full one")
+    cells = list(grid(args.quick, head_dims))
     if args.merge:
         rows, meta = merged_runs(args.merge, cells)
         meta["command"] = f"{meta['command']} (parts joined by: {' '.join(sys.argv)})"
+        if args.over:
+            rows, meta = replace_cells(rows, meta, args.over)
     else:
         meta = {"gpu": torch.cuda.get_device_name(),
                 "capability": list(torch.cuda.get_device_capability()),
@@ -451,6 +497,8 @@ def main() -> int:
                 "cudnn": torch.backends.cudnn.version(), "int8attn": int8attn.version(),
                 "date": datetime.date.today().isoformat(), "command": " ".join(sys.argv),
                 "source": "bench/results/ (route_table.json of the run that wrote this table)"}
+        if head_dims:
+            meta["head_dims"] = list(head_dims)
         if args.part:
             i, n = args.part
             cells = cells[i - 1::n]

@@ -256,15 +256,13 @@ def _table(ratio_fast, ratio_fast_96=None):
 
 def test_route_table_nearest_point(monkeypatch):
     t = _table([[0.5, 0.9, None], [0.4, 1.2, 1.5]], [[0.6, 1.1, None], [0.5, 1.3, 1.6]])
-    assert t.ratio_for(3, 64, 1000, 77, 24) == 0.5       # nearest lengths
-    assert t.ratio_for(3, 40, 1000, 77, 24) is None      # below the smallest D: not measured
+    assert t.ratio_for(3, 40, 1000, 77, 24) == 0.5       # D rounds up to 64, nearest lengths
     assert t.ratio_for(3, 64, 5000, 3000, 20) == 1.5
     assert t.ratio_for(3, 96, 1024, 4096, 24) == 0.9     # D rounds up to 128; (1024, 4096)
     #                                                      not measured: the next Nk
     assert t.ratio_for(3, 128, 4096, 900, 24) == 1.2
     assert t.ratio_for(3, 256, 4096, 900, 24) is None    # beyond the largest D: not measured
-    assert t.covers_head_dim(64) and t.covers_head_dim(128)
-    assert not t.covers_head_dim(56) and not t.covers_head_dim(136)
+    assert t.covers_head_dim(8) and t.covers_head_dim(128) and not t.covers_head_dim(136)
     assert t.ratio_for(2, 64, 1024, 77, 24) is None      # mode not measured
     # batch x heads: the largest level not above the call's (the smallest below them all)
     assert t.ratio_for(3, 64, 1024, 1024, 8) == 0.9
@@ -349,7 +347,7 @@ def test_calls_that_save_less_than_the_host_margin_go_to_sdpa(monkeypatch):
     # a ratio below MIN_RATIO is level within the table's spread: SDPA whatever the saving
     assert _routing.routes_to_sdpa(_routing.MIN_RATIO - 0.01, 100.0)
     assert not _routing.routes_to_sdpa(_routing.MIN_RATIO + 0.01, 100.0)
-    data = {"device": "test GPU", "capability": [9, 0], "head_dims": [32, 64],
+    data = {"device": "test GPU", "capability": [9, 0], "head_dims": [64],
             "batch_heads": [24], "nq": [4096], "nk": [77, 4096],
             "ratio": {"fast": {"64": [[[1.3, 1.2]]]}},
             "sdpa_ms_batch_heads": 24, "sdpa_ms": {"64": [[0.015, 0.1]]},
@@ -359,7 +357,7 @@ def test_calls_that_save_less_than_the_host_margin_go_to_sdpa(monkeypatch):
     assert t.sdpa_ms_for(64, 4096, 77, 20) == 0.0152            # the exact cell
     assert t.sdpa_ms_for(64, 4096, 4096, 48) == pytest.approx(0.2)  # twice the point's work
     assert t.sdpa_ms_for(56, 4096, 4096, 24) == pytest.approx(0.1 * 56 / 64)  # D rounds up
-    assert t.sdpa_ms_for(16, 4096, 4096, 24) is None              # below the grid's head dims
+    assert t.sdpa_ms_for(72, 4096, 4096, 24) is None              # above the grid's head dims
     monkeypatch.setattr(_routing, "_tables", [t])
     monkeypatch.setattr(_routing, "_devices", {0: ((9, 0), "test GPU")})
     monkeypatch.setattr(_routing, "_decisions", {})
@@ -1667,3 +1665,52 @@ def test_route_table_averages_runs_of_several_machines(tmp_path):
         rt.merged_runs([a, other_gpu], cells)
     with pytest.raises(SystemExit, match="different cells"):
         rt.average_runs([rows, rows[:1]])
+
+
+def test_route_table_replaces_the_cells_of_a_head_dim_rerun(tmp_path):
+    """bench/route_table.py --head-dims measures the grid's cells of those head dims only, and
+    --merge ... --over DIR puts them in place of the same cells of a full table (the rest as
+    measured); cells the table lacks, or another GPU's, refused."""
+    rt = _route_table_module()
+    cells = list(rt.grid(False, (32,)))
+    assert cells and {c.d for c in cells} == {32} and not any(c.model for c in cells)
+    full = list(rt.grid(False))
+    assert len(full) > len(cells) and any(c.model for c in full)
+
+    def row(c, fast):
+        ms = {"cudnn": 1.0, "sdpa": None, "fast": fast}
+        ms["stock"] = rt.stock_ms(ms)
+        r = {"batch_heads": c.batch * c.heads, "head_dim": c.d, "nq": c.nq, "nk": c.nk,
+             "offset": c.offset, "ms": ms, "method": {}, "ratio": {"fast": 1.0 / fast}}
+        if c.model:
+            r.update(model=c.model, batch=c.batch)
+        return r
+
+    meta = {"gpu": "H200", "capability": [9, 0], "torch": "t", "cudnn": 1, "int8attn": "0",
+            "date": "2026-11-28", "command": "route_table.py", "source": ""}
+    base = tmp_path / "full"
+    base.mkdir()
+    (base / "route_table.json").write_text(
+        json.dumps({"meta": meta, "rows": [row(c, 2.0) for c in full]}))
+    part = tmp_path / "d32"
+    part.mkdir()
+    (part / "route_table.json").write_text(json.dumps({
+        "meta": dict(meta, date="2026-11-29", head_dims=[32], command="route_table.py "
+                     "--head-dims 32"), "rows": [row(c, 0.5) for c in cells]}))
+    rows, m = rt.merged_runs([[str(part)]], cells)
+    assert m["head_dims"] == [32]
+    rows, m = rt.replace_cells(rows, m, str(base))
+    assert [rt.row_key(r) for r in rows] == [rt.row_key(row(c, 1.0)) for c in full]
+    assert all(r["ratio"]["fast"] == (2.0 if r["head_dim"] == 32 and not r.get("model")
+                                      else 0.5) for r in rows)
+    assert m["date"] == "2026-11-29" and "head dims 32 replaced by" in m["command"]
+    assert "head_dims" not in m
+    other = tmp_path / "h100"
+    other.mkdir()
+    (other / "route_table.json").write_text(
+        json.dumps({"meta": dict(meta, gpu="H100"), "rows": [row(c, 2.0) for c in full]}))
+    with pytest.raises(SystemExit, match="of H100"):
+        rt.replace_cells(rows, dict(meta, head_dims=[32]), str(other))
+    with pytest.raises(SystemExit, match="has no cell"):
+        rt.replace_cells([row(rt.Cell(2, 12, 32, 3000, 3000), 1.0)],
+                         dict(meta, head_dims=[32]), str(base))

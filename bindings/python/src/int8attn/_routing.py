@@ -10,8 +10,8 @@ batch·heads × query lengths × key lengths. A call of a measured model shape r
 cell; any other goes to SDPA where the nearest grid point (head dim rounded up, lengths nearest
 on a log scale, the largest measured batch·heads not above the call's) does not have int8attn
 at least :data:`MIN_RATIO` times faster (within that, two measurements of a cell disagree).
-A head dim outside the table's measured ones is not extrapolated (other kernels run head dims
-up to 32 and past 192): such calls go to SDPA.
+A head dim above the table's largest is not extrapolated (past 192 another kernel runs): such
+calls go to SDPA.
 cuDNN's speed moves with how its tiles fill the GPU (Flux at 1024 px, 4608 tokens, measured
 differently from the grid's 4096), hence the exact cells; and cuDNN runs lengths that are not
 multiples of 128 slower, so such calls read a second grid measured at unaligned lengths.
@@ -148,14 +148,13 @@ class RouteTable:
                                      f"{shape} (batch_heads x nq x nk)")
 
     def covers_head_dim(self, head_dim: int) -> bool:
-        """Whether the head dim lies within the grid's (one below or above them all may run
-        another kernel than the nearest measured one: the table says nothing about it)."""
-        return self.head_dims[0] <= head_dim <= self.head_dims[-1]
+        """Whether the grid has a head dim at least this large (one above them all may run
+        another kernel than the largest measured one: the table says nothing about it; every
+        head dim up to 64 runs the kernels of 64 but against a cache)."""
+        return head_dim <= self.head_dims[-1]
 
     def _grid_head_dim(self, head_dim: int) -> Optional[int]:
-        if not self.covers_head_dim(head_dim):
-            return None
-        return next(h for h in self.head_dims if h >= head_dim)
+        return next((h for h in self.head_dims if h >= head_dim), None)
 
     @staticmethod
     def _nearest(grid: Sequence[int], n: int) -> int:
@@ -166,7 +165,7 @@ class RouteTable:
                   batch_heads: int) -> Optional[float]:
         """The measured speed ratio nearest to this call (None where nothing was measured): the
         exact cell of this shape if one was measured, else the grid's nearest point: head dim
-        rounded up (None outside the measured ones), lengths nearest on a log scale, and
+        rounded up (None above the largest measured one), lengths nearest on a log scale, and
         the largest level of batch ×
         heads not above the call's (the smallest for fewer; int8attn gains with more heads, so
         where a level measured the cell, it does not overstate int8attn's speed). Lengths that
@@ -293,7 +292,7 @@ def prefer_sdpa(device_index: int, mode: int, head_dim: int, nq: int, nk: int,
                 batch_heads: int) -> bool:
     """True when SDPA should take this CUDA call of ``batch_heads`` (batch × query heads) heads
     (:func:`routes_to_sdpa`: int8attn not measured :data:`MIN_RATIO` times faster, or its gain
-    below the host margin; a head dim outside the table's: not measured, so SDPA);
+    below the host margin; a head dim above the table's largest: not measured, so SDPA);
     ``device_index`` is the tensor's CUDA device; CPU calls (-1) always take int8attn."""
     key = (device_index, mode, head_dim, nq, nk, batch_heads)
     hit = _decisions.get(key)
