@@ -106,7 +106,7 @@ struct Sm90Mma {
         si[4 * c + e] = __float_as_int(fmaf(p[c][e], 0.f, dev::kIntFloatBias));
   }
 
-  // O += P·V, and the row sums of P into the 8 columns after O (see Sm90Traits::kOnesColumn).
+  // O += P·V, and with T::kTensorRowSums the row sums of P into the 8 columns after O.
   static __device__ __forceinline__ void issue_pv(const Descs& d, const uint32_t (&pa)[kPSteps][4],
                                                   float (&o_flat)[T::kAccN / 2]) {
     float(&o_main)[T::kDpad / 2] = reinterpret_cast<float(&)[T::kDpad / 2]>(o_flat);

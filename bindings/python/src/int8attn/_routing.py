@@ -148,9 +148,10 @@ class RouteTable:
                                      f"{shape} (batch_heads x nq x nk)")
 
     def covers_head_dim(self, head_dim: int) -> bool:
-        """Whether the grid has a head dim at least this large (one above them all may run
-        another kernel than the largest measured one: the table says nothing about it; every
-        head dim up to 64 runs the kernels of 64 but against a cache)."""
+        """Whether the grid has a head dim at least this large: one above them all may run
+        another kernel than the largest measured one, so the table says nothing about it.
+        (Below the smallest, a call reads the smallest: on fresh K/V every head dim up to 64
+        runs the kernels of 64.)"""
         return head_dim <= self.head_dims[-1]
 
     def _grid_head_dim(self, head_dim: int) -> Optional[int]:
