@@ -366,6 +366,19 @@ def parse_part(text: str):
     return i, n
 
 
+def parse_head_dims(text: str):
+    """--head-dims D,D...: head dims of the grid."""
+    try:
+        dims = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--head-dims {text!r}: expected D,D..., e.g. 32") \
+            from None
+    bad = [d for d in dims if d not in HEAD_DIMS]
+    if bad:
+        raise argparse.ArgumentTypeError(f"--head-dims: {bad} not in the grid {HEAD_DIMS}")
+    return dims
+
+
 def merged_rows(dirs, cells):
     """The parts' rows in one run's order (the grid's), refusing gaps and repeats."""
     order = {(c.batch * c.heads, c.d, c.nq, c.nk, c.offset, c.model): i
@@ -434,6 +447,8 @@ def replace_cells(rows, meta, base_dir):
     """The rows of the table in ``base_dir`` with these rows (cells it has) in their places:
     a re-measure of some head dims over a full table, whose other cells stay as measured."""
     path = os.path.join(base_dir, "route_table.json")
+    if not os.path.isfile(path):
+        raise SystemExit(f"--over: no {path} (the folder of a full run's table)")
     with open(path) as fh:
         base = json.load(fh)
     if base["meta"]["gpu"] != meta["gpu"]:
@@ -460,8 +475,7 @@ def main() -> int:
                     help="join the route_table.json of these parts' folders (no GPU needed); "
                          "again for another run: times are averaged over the runs")
     ap.add_argument("--out", default=None, help="results folder (default bench/results/run-*)")
-    ap.add_argument("--head-dims", type=lambda t: tuple(int(x) for x in t.split(",")),
-                    default=None, metavar="D,D...",
+    ap.add_argument("--head-dims", type=parse_head_dims, default=None, metavar="D,D...",
                     help="measure only the grid's cells of these head dims (no model shapes)")
     ap.add_argument("--over", default=None, metavar="DIR",
                     help="with --merge: the merged cells replace the same cells of the table in "
@@ -480,6 +494,9 @@ def main() -> int:
         ap.error("--over replaces cells by merged runs: give --merge")
     head_dims = args.head_dims
     if args.merge:  # the runs' own head dims (a --head-dims run's meta names them)
+        for d in (d for group in args.merge for d in group):
+            if not os.path.isfile(os.path.join(d, "route_table.json")):
+                ap.error(f"--merge: no route_table.json in {d}")
         with open(os.path.join(args.merge[0][0], "route_table.json")) as fh:
             head_dims = json.load(fh)["meta"].get("head_dims")
         if head_dims and not args.over:

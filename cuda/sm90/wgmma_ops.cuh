@@ -32,14 +32,6 @@ template <> struct WgmmaOps<8> {
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kAcc ? 1 : 0));
   }
-  template <bool kAcc>
-  __device__ __forceinline__ static void bf16_rs(float (&d)[4], const uint32_t (&a)[4],
-                                                   uint64_t db) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, %9, 1, 1, 1;\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(kAcc ? 1 : 0));
-  }
 };
 
 template <> struct WgmmaOps<32> {

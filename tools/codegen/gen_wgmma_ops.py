@@ -92,8 +92,9 @@ def body(n, families):
         out.append(op_s8_ss(n, nacc))
     if "e4m3_rs" in families:
         out.append(op_rs(n, nacc, "e4m3_rs", "e4m3.e4m3", 32, False))
-    if "h16_rs" in families:
+    if "h16_rs" in families or "f16_rs" in families:
         out.append(op_rs(n, nacc, "f16_rs", "f16.f16", 16, True))
+    if "h16_rs" in families:
         out.append(op_rs(n, nacc, "bf16_rs", "bf16.bf16", 16, True))
     if "h16_ss" in families:
         out.append(op_ss16(n, nacc, "f16_ss", "f16"))
@@ -115,7 +116,7 @@ def main():
     for n in heads:
         families.setdefault(n, set()).update({"s8_ss", "e4m3_rs", "h16_rs"})
         families.setdefault(n + 8, set()).add("e4m3_rs")
-    families.setdefault(8, set()).add("h16_rs")
+    families.setdefault(8, set()).add("f16_rs")  # BALANCED's V is fp16 for bf16 inputs too
     for n in keys:
         families.setdefault(n, set()).add("h16_ss")
     text = HEADER + "\n" + "\n".join(body(n, families[n]) for n in sorted(families)) + FOOTER

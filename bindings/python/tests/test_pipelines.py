@@ -8,6 +8,7 @@ with their processors swapped, eager and under ``torch.compile``.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import math
@@ -1711,6 +1712,13 @@ def test_route_table_replaces_the_cells_of_a_head_dim_rerun(tmp_path):
         json.dumps({"meta": dict(meta, gpu="H100"), "rows": [row(c, 2.0) for c in full]}))
     with pytest.raises(SystemExit, match="of H100"):
         rt.replace_cells(rows, dict(meta, head_dims=[32]), str(other))
+    with pytest.raises(SystemExit, match="no .*route_table.json"):
+        rt.replace_cells(rows, dict(meta, head_dims=[32]), str(tmp_path / "missing"))
+    assert rt.parse_head_dims("32,256") == (32, 256)
+    with pytest.raises(argparse.ArgumentTypeError, match="not in the grid"):
+        rt.parse_head_dims("48")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected D,D"):
+        rt.parse_head_dims("32,x")
     with pytest.raises(SystemExit, match="has no cell"):
         rt.replace_cells([row(rt.Cell(2, 12, 32, 3000, 3000), 1.0)],
                          dict(meta, head_dims=[32]), str(base))
