@@ -22,8 +22,15 @@ constexpr int kAttnMidBlockM = 64;     // query rows per CTA for head dims > 64 
 constexpr int kAttnDecodeBlockM = 16;  // query rows per decode CTA (1 warp)
 constexpr int kAttnBlockN = 64;        // keys per tile
 // The warp-specialised sm90a kernel (sm90/attention_wgmma_kernel.cuh): 64 rows per consumer
-// warpgroup, 128-key tiles (its split-KV tiles_per_split counts these).
+// warpgroup. Its K/V layouts are padded to kSm90BlockN keys; it walks them in tiles of
+// sm90_block_n keys (its split-KV tiles_per_split counts these): 128, or 64 where that measured
+// faster: above head dim 192, where O (128 fp32 registers a thread at 256) leaves too few
+// registers beside a 128-key S tile, and in FAST above 128, where 64-key tiles fit four stages
+// (two of 128 keys: 6-17% slower at 160 and 192; at 96 and 128 64-key tiles were 8-13% slower).
 constexpr int kSm90BlockN = 128;
+inline constexpr __host__ __device__ int sm90_block_n(int dpad, bool fp8_pv) {
+  return dpad > (fp8_pv ? 128 : 192) ? 64 : 128;
+}
 inline constexpr __host__ __device__ int sm90_consumer_warpgroups(int dpad) {
   return dpad <= 64 ? 3 : 2;
 }

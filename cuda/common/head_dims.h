@@ -23,10 +23,13 @@ struct HeadDims {
 
 // The warp-MMA kernel (attention_mma_kernel.cuh): every padded head dim up to 256.
 using MmaHeadDims = HeadDims<32, 64, 96, 128, 160, 192, 224, 256>;
-// The warp-specialised sm90a kernel: at 224 and 256 the O accumulator would not fit beside the
-// S tile in the consumers' registers; head dims up to 32 run its 64 instance (forward_plan.cu),
-// but against a cache, whose 32-wide layout the warp-MMA kernel reads.
-using WgmmaHeadDims = HeadDims<64, 96, 128, 160, 192>;
+// The warp-specialised sm90a kernel (64-key tiles above 192, and in FAST above 128:
+// sm90_block_n); head dims up to 32 run its 64 instance (forward_plan.cu), but against a cache, whose 32-wide layout the
+// warp-MMA kernel reads.
+using WgmmaHeadDims = HeadDims<64, 96, 128, 160, 192, 224, 256>;
+// The few-keys kernel's warpgroup-MMA version (sm90/attention_short_keys_wgmma.cuh): up to 192;
+// head dims 200-256 run its warp-MMA version.
+using ShortKeysWgmmaHeadDims = HeadDims<64, 96, 128, 160, 192>;
 // The small-problem cluster kernel (sm90/attention_small_kernel.cuh): up to 192, where one
 // CTA's shared memory still holds the head's K and V; not below 160, where its calls (at most
 // 256 keys) run EXACT on the few-keys kernel instead (exact_for_keys, src/common/modes.h).

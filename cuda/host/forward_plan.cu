@@ -328,7 +328,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
   // A decode CTA's fixed cost (16 Q rows, one partial O) is small enough for splits of a
   // single key tile; prefill CTAs (128 Q rows) keep at least 4.
   const bool decode_ctas = !plan.sm90_wgmma && a.block_m == kAttnDecodeBlockM;
-  const int tile_n = plan.sm90_wgmma ? kSm90BlockN : kAttnBlockN;
+  const int tile_n = plan.sm90_wgmma ? sm90_block_n(plan.dpad, fp8_pv(plan.mode)) : kAttnBlockN;
   const int64_t per_sm = plan.sm90_wgmma ? 1 : (decode_ctas ? 4 : 2);
   const SplitPlan split =
       choose_splits(static_cast<int64_t>(a.m_tiles) * a.B * a.Hkv, (a.Nk + tile_n - 1) / tile_n,

@@ -16,7 +16,7 @@ constexpr int kMultiGroups = kShortKeysWgmmaChunkKeys / 16;
 // f(dpad, groups, multi) as compile-time constants, for the compiled triples.
 template <typename F>
 cudaError_t dispatch(int dpad, int groups, bool multi, F&& f) {
-  return WgmmaHeadDims::dispatch(dpad, [&](auto d) {
+  return ShortKeysWgmmaHeadDims::dispatch(dpad, [&](auto d) {
     if (multi)
       return f(d, std::integral_constant<int, kMultiGroups>{},
                std::integral_constant<bool, true>{});
@@ -34,7 +34,7 @@ bool short_keys_wgmma_layout(int dpad, int64_t nk, int smem_per_block, int smem_
                              ShortKeysParams& p,
                              int (&ctas_per_sm)[kShortKeysWgmmaMaxWarpgroups + 1]) {
   dpad = wgmma_dpad(dpad);
-  if (!WgmmaHeadDims::contains(dpad) || nk < 1) return false;
+  if (!ShortKeysWgmmaHeadDims::contains(dpad) || nk < 1) return false;
   const int groups = static_cast<int>((nk + 15) / 16);
   const bool multi = nk > kExactMaxKeys;
   p.full_chunks = multi ? (groups - 1) / kMultiGroups : 0;

@@ -53,6 +53,13 @@ cudaError_t map_nd(CUtensorMap* map, CUtensorMapDataType type, const void* base,
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
+// TMA's swizzle of a span of 128, 64 or 32 bytes (dev::SwizzledTile's pattern of that span).
+constexpr CUtensorMapSwizzle swizzle_of(int span) {
+  return span == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+         : span == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                      : CU_TENSOR_MAP_SWIZZLE_32B;
+}
+
 // The caller's Q [B][Hq][Nq][D] for the Q prologue's tensor copies (wgmma_q_prologue.cuh): one
 // box is a consumer warp's 16 rows, kLanes 8-channel chunks wide (zeros past D). Only where a
 // warp's 16 packed rows lie in one q-head (no GQA, or Nq a multiple of 16) and the layout is one
@@ -92,20 +99,17 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   const cuuint64_t nk = static_cast<cuuint64_t>(a.nk_pad);
   // K tiles are loaded one column slab (T::KTile::kSpan bytes of every key) per TMA copy.
   constexpr int kSpan = T::KTile::kSpan;
+  constexpr int kBN = T::kBN;
   cudaError_t err = map_nd<3>(&P.k_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.k, {DPAD, nk, heads},
-                              {DPAD, nk * DPAD}, {kSpan, kSm90BlockN, 1},
-                              kSpan == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
-                              : kSpan == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
-                                            : CU_TENSOR_MAP_SWIZZLE_32B);
+                              {DPAD, nk * DPAD}, {kSpan, kBN, 1}, swizzle_of(kSpan));
   if (err != cudaSuccess) return err;
-  if constexpr (MODE == Mode::kFast)
+  if constexpr (MODE == Mode::kFast)  // rows of kBN keys, one swizzle span
     err = map_nd<3>(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads},
-                    {nk, nk * DPAD}, {kSm90BlockN, DPAD, 1}, CU_TENSOR_MAP_SWIZZLE_128B);
+                    {nk, nk * DPAD}, {kBN, DPAD, 1}, swizzle_of(kBN));
   else  // one channel block (T::VTile::kSpan bytes of every key) per TMA copy
-    err =
-        map_nd<3>(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
-                  {DPAD * 2, nk * DPAD * 2}, {T::VTile::kSpan / 2, kSm90BlockN, 1},
-                  T::VTile::kSpan == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+    err = map_nd<3>(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
+                    {DPAD * 2, nk * DPAD * 2}, {T::VTile::kSpan / 2, kBN, 1},
+                    swizzle_of(T::VTile::kSpan));
   if (err != cudaSuccess) return err;
   if constexpr (T::kQTma) P.q_tma = map_q_rows<DPAD>(a, &P.q_map) ? 1 : 0;
 

@@ -23,11 +23,12 @@
 // the MMA issue, was measured four times here and never paid: docs/design/cuda.md.)
 //
 // Scope (the host routes everything else to the warp-MMA kernel): padded head dims 64, 96, 128,
-// 160 and 192 (WgmmaHeadDims); no block mask, per-token Q scales. Causal, valid lengths,
-// GQA, broadcast K/V, LSE and split-KV are supported. Shared-memory layouts are the wgmma
-// canonical K-major swizzled ones, written by TMA with the matching swizzle mode (and by the Q
-// prologue through dev::SlabTile): Q and K rows that are not one swizzle span (96, 160, 192
-// bytes), and BALANCED's fp16 V rows, are stored as column slabs of 32, 64 or 128 bytes.
+// 160, 192, 224 and 256 (WgmmaHeadDims; key tiles of 128 or 64: sm90_block_n); no block mask,
+// per-token Q scales. Causal, valid lengths, GQA, broadcast K/V, LSE and split-KV are supported.
+// Shared-memory layouts are the wgmma canonical K-major swizzled ones, written by TMA with the
+// matching swizzle mode (and by the Q prologue through dev::SlabTile): Q and K rows that are not
+// one swizzle span (96, 160, 192, 224 bytes), and BALANCED's fp16 V rows, are stored as column
+// slabs of 32, 64 or 128 bytes; FAST's V^T rows of 64 keys are one 64-byte span.
 #pragma once
 
 #include <cstdint>
@@ -60,7 +61,7 @@ __device__ __forceinline__ void visible_tiles(const AttnKernelParams& p, const C
   min_hi = __reduce_min_sync(0xffffffffu, lo);
   hi = __reduce_max_sync(0xffffffffu, hi);
   t_begin = 0;
-  t_end = (hi + kSm90BlockN - 1) / kSm90BlockN;
+  t_end = (hi + T::kBN - 1) / T::kBN;
   if (p.num_splits > 1) {
     t_begin = w.split * p.tiles_per_split;
     t_end = min(t_end, t_begin + p.tiles_per_split);
@@ -73,10 +74,10 @@ template <class T>
 __device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid) {
   if constexpr (T::kOnesColumn) {
     // V^T's extra rows in every stage (TMA never writes them): row DPAD all ones (E4M3 0x38),
-    // the other seven zero. Uniform rows, so the 128-byte swizzle cannot move anything.
+    // the other seven zero. Uniform rows, so the swizzle cannot move anything.
     constexpr int kChunks = T::kOnesBytes / 16;
     for (int i = tid; i < T::kStages * kChunks; i += T::kThreads) {
-      const uint32_t one = (i % kChunks) < kSm90BlockN / 16 ? 0x38383838u : 0u;
+      const uint32_t one = (i % kChunks) < T::kBN / 16 ? 0x38383838u : 0u;
       *reinterpret_cast<uint4*>(sm.stage_ones(i / kChunks) + (i % kChunks) * 16) =
           make_uint4(one, one, one, one);
     }

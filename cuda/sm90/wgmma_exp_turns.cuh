@@ -33,13 +33,13 @@ struct Sm90ExpTurns {
         last_wg(cwg == T::kConsumers - 1) {
     if (kOn && last_wg) dev::named_bar_arrive(kTurnBase, kThreads);  // warpgroup 0 goes first
   }
-  __device__ __forceinline__ void wait(float (&s)[16][4]) {
+  __device__ __forceinline__ void wait(float (&s)[T::kCols][4]) {
     if constexpr (kOn) {
       dev::named_bar_sync(self, kThreads);
       dev::wgmma_fence_regs(s);  // the exponentials' inputs are defined after the wait
     }
   }
-  __device__ __forceinline__ void pass(float (&s)[16][4]) {
+  __device__ __forceinline__ void pass(float (&s)[T::kCols][4]) {
     if constexpr (kOn) {
       dev::wgmma_fence_regs(s);
       // The last warpgroup's last turn hands on to nobody, so every barrier completes: each

@@ -1,4 +1,4 @@
-// The consumers' main loop of the sm90a attention kernel: per 128-key tile, S = Q·Kᵀ with wgmma
+// The consumers' main loop of the sm90a attention kernel: per key tile, S = Q·Kᵀ with wgmma
 // s8 (Q and K in shared memory), the online softmax (wgmma_softmax.cuh), then O += P·V with
 // wgmma from registers (P as the A operand: the S accumulator layout is the A fragment layout,
 // FAST's V^T keys are permuted to match) and an "empty" arrive that hands the stage back to the
@@ -19,16 +19,17 @@ namespace int8attn {
 // The MMAs of one consumer warpgroup (64 rows) on one stage.
 template <class T>
 struct Sm90Mma {
-  // P of one tile as the A operand of P·V: FAST 4 k-steps of 32 keys (E4M3), BALANCED 8
-  // k-steps of 16 keys (fp16); 4 registers per step.
-  static constexpr int kPSteps = T::kFp8PV ? 4 : 8;
+  // P of one tile as the A operand of P·V: FAST k-steps of 32 keys (E4M3), BALANCED of 16 keys
+  // (fp16); 4 registers per step.
+  static constexpr int kPSteps = T::kBN / (T::kFp8PV ? 32 : 16);
   // Descriptors of the MMAs of one tile (warp-uniform values: ptxas keeps them in uniform
   // registers, as wgmma needs; per-thread values would be moved there between the MMAs,
   // which makes ptxas serialise them).
   struct Descs {
-    uint64_t q[T::kKSteps], k[T::kKSteps];  // Q·Kᵀ: Q and K tiles per 32-byte k-step
-    uint64_t v[kPSteps];                    // P·V: V tile per k-step
-    uint64_t ones;                          // kOnesBlock's row sums: the block of ones
+    uint64_t q[T::kKSteps], k[T::kKSteps];         // Q·Kᵀ: Q and K tiles per 32-byte k-step
+    uint64_t v[kPSteps];                           // P·V: V tile per k-step
+    uint64_t ones;                                 // kOnesBlock's row sums: the block of ones
+    uint64_t v_ones[T::kOnesSplit ? kPSteps : 1];  // kOnesSplit: V^T's ones rows per k-step
   };
   // The descriptors' low words for stage 0, computed once per CTA; a stage's are these plus
   // its offset, and their high words are constants (dev::smem_desc_lo).
@@ -41,12 +42,14 @@ struct Sm90Mma {
   // count 16-byte units).
   static constexpr int kSpan = T::QTile::kSpan;
   static constexpr uint32_t kQKHi = dev::smem_desc_hi(8 * kSpan, kSpan);
-  // FAST: V^T tile, DPAD rows of 128 keys, K-major. BALANCED: V tile, channel blocks of
-  // [128 keys][kVSpan bytes] fp16 (N-major; 64 channels a block, or 32 where 64 do not divide
-  // the head dim), kSlabBytes apart (the descriptor's leading offset).
-  static constexpr int kVSpan = T::kFp8PV ? 128 : T::VTile::kSpan;
+  // FAST: V^T tile, DPAD rows of kBN keys (one swizzle span), K-major. BALANCED: V tile,
+  // channel blocks of [kBN keys][kVSpan bytes] fp16 (N-major; 64 channels a block, or 32 where
+  // 64 do not divide the head dim), kSlabBytes apart (the descriptor's leading offset).
+  static constexpr int kVSpan = T::kFp8PV ? T::kBN : T::VTile::kSpan;
   static constexpr uint32_t kVLbo = T::kFp8PV ? 16 : T::VTile::kSlabBytes;
-  static constexpr uint32_t kVHi = dev::smem_desc_hi(T::kFp8PV ? 1024 : 8 * kVSpan, kVSpan);
+  static constexpr uint32_t kVHi = dev::smem_desc_hi(8 * kVSpan, kVSpan);
+  // kOnesSplit: V^T's ones rows start DPAD rows into the tile (16-byte descriptor units).
+  static constexpr uint32_t kOnesRowsOffset = T::kDpad * T::kBN / 16;
   // A V k-step: FAST 32 keys (32 bytes of each K-major row), BALANCED 16 rows of kVSpan bytes.
   static constexpr uint32_t kVStep = T::kFp8PV ? 2 : 16 * kVSpan / 16;
   // The block of ones (kOnesBlock), unswizzled: every k-step reads the same bytes, all 1.0, so
@@ -71,36 +74,41 @@ struct Sm90Mma {
     }
 #pragma unroll
     for (int i = 0; i < kPSteps; ++i) d.v[i] = dev::smem_desc_of(b.v + s + i * kVStep, kVHi);
+    if constexpr (T::kOnesSplit)
+#pragma unroll
+      for (int i = 0; i < kPSteps; ++i)
+        d.v_ones[i] = dev::smem_desc_of(b.v + s + kOnesRowsOffset + i * kVStep, kVHi);
     if constexpr (T::kOnesBlock) d.ones = dev::smem_desc_of(b.ones, kOnesHi);
   }
 
-  // S = Q·Kᵀ: 64 rows x 128 keys. kBiased (K scales per block): accumulated onto si, which
+  // S = Q·Kᵀ: 64 rows x kBN keys. kBiased (K scales per block): accumulated onto si, which
   // holds the float bias's bits (reset_scores), so each score lands as the float
   // 1.5·2^23 + dot with no conversion instruction in the softmax (dev::biased_int_as_float,
   // done by the tensor cores). Per-key scales convert in the score's FFMA instead: resetting
   // si there measured slower.
   template <bool kBiased>
-  static __device__ __forceinline__ void issue_qk(const Descs& d, int (&si)[64]) {
+  static __device__ __forceinline__ void issue_qk(const Descs& d, int (&si)[T::kScores]) {
 #pragma unroll
     for (int kk = 0; kk < T::kKSteps; ++kk) {
       if (kk == 0 && !kBiased)
-        dev::WgmmaOps<128>::template s8_ss<false>(si, d.q[kk], d.k[kk]);
+        dev::WgmmaOps<T::kBN>::template s8_ss<false>(si, d.q[kk], d.k[kk]);
       else
-        dev::WgmmaOps<128>::template s8_ss<true>(si, d.q[kk], d.k[kk]);
+        dev::WgmmaOps<T::kBN>::template s8_ss<true>(si, d.q[kk], d.k[kk]);
     }
   }
 
-  static __device__ __forceinline__ void reset_scores(int (&si)[64]) {
+  static __device__ __forceinline__ void reset_scores(int (&si)[T::kScores]) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) si[i] = __float_as_int(dev::kIntFloatBias);
+    for (int i = 0; i < T::kScores; ++i) si[i] = __float_as_int(dev::kIntFloatBias);
   }
   // The same from the tile's P, as p·0 + bias on the full-rate FMA pipe, each right after its
   // exponential (constant moves go to the half-rate pipes, and ptxas put them all between the
   // packing and the next Q·Kᵀ issue). A NaN P (NaN inputs) only reaches the same score of its
   // own row.
-  static __device__ __forceinline__ void reset_scores(const float (&p)[16][4], int (&si)[64]) {
+  static __device__ __forceinline__ void reset_scores(const float (&p)[T::kCols][4],
+                                                      int (&si)[T::kScores]) {
 #pragma unroll
-    for (int c = 0; c < 16; ++c)
+    for (int c = 0; c < T::kCols; ++c)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         si[4 * c + e] = __float_as_int(fmaf(p[c][e], 0.f, dev::kIntFloatBias));
@@ -112,7 +120,11 @@ struct Sm90Mma {
     float(&o_main)[T::kDpad / 2] = reinterpret_cast<float(&)[T::kDpad / 2]>(o_flat);
 #pragma unroll
     for (int i = 0; i < kPSteps; ++i) {
-      if constexpr (T::kFp8PV) {
+      if constexpr (T::kOnesSplit) {
+        dev::WgmmaOps<T::kDpad>::template e4m3_rs<true>(o_main, pa[i], d.v[i]);
+        dev::WgmmaOps<8>::template e4m3_rs<true>(
+            reinterpret_cast<float(&)[4]>(o_flat[T::kDpad / 2]), pa[i], d.v_ones[i]);
+      } else if constexpr (T::kFp8PV) {
         dev::WgmmaOps<T::kAccN>::template e4m3_rs<true>(o_flat, pa[i], d.v[i]);
       } else {
         dev::WgmmaOps<T::kDpad>::template f16_rs<true>(o_main, pa[i], d.v[i]);
@@ -125,14 +137,14 @@ struct Sm90Mma {
 
   // P as the A operand of P·V. Packed only once the previous P·V has completed: writing the
   // registers of an in-flight wgmma's A operand would make ptxas serialise the MMAs.
-  static __device__ __forceinline__ void pack_p(const float (&s)[16][4],
+  static __device__ __forceinline__ void pack_p(const float (&s)[T::kCols][4],
                                                 uint32_t (&pa)[kPSteps][4]) {
     if constexpr (T::kFp8PV) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) dev::pack_a_e4m3(s, 4 * kk, pa[kk]);
+      for (int kk = 0; kk < kPSteps; ++kk) dev::pack_a_e4m3(s, 4 * kk, pa[kk]);
     } else {
 #pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
+      for (int ks = 0; ks < kPSteps; ++ks) {
         pa[ks][0] = dev::pack2<false>(s[2 * ks][0], s[2 * ks][1]);
         pa[ks][1] = dev::pack2<false>(s[2 * ks][2], s[2 * ks][3]);
         pa[ks][2] = dev::pack2<false>(s[2 * ks + 1][0], s[2 * ks + 1][1]);
@@ -156,7 +168,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   constexpr bool kEarly = T::kEarlyKeyScales && !KBLOCK;
   if (ntiles <= 0) return;
   float(&o_flat)[T::kAccN / 2] = reinterpret_cast<float(&)[T::kAccN / 2]>(o);
-  int si[64];
+  int si[T::kScores];
   M::reset_scores(si);
   uint32_t pa[M::kPSteps][4];
   float alpha[2];
@@ -174,7 +186,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::wgmma_commit();
   dev::wgmma_wait<0>();
   dev::wgmma_fence_regs(si);
-  float p_tile[16][4];
+  float p_tile[T::kCols][4];
   Sm90ExpTurns<T, KBLOCK> turn(cwg);
   turn.last_tile = ntiles == 1;
   if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(0));

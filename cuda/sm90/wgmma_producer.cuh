@@ -1,4 +1,4 @@
-// The producer of the sm90a attention kernel: one thread streams the CTA's 128-key tiles of K
+// The producer of the sm90a attention kernel: one thread streams the CTA's key tiles of K
 // (INT8), V (FAST: E4M3 V^T; BALANCED: fp16 V) and the per-key K scales into the ring of
 // shared-memory stages with TMA, each stage's "full" mbarrier counting the bytes in, and
 // refills a stage once its "empty" mbarrier says every consumer thread has read it.
@@ -23,9 +23,9 @@ __device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_
     uint8_t* sK = sm.stage(n);
     uint8_t* sV = sK + T::kKBytes;
     float* sKs = sm.stage_key_scales(n);
-    const int key0 = t * kSm90BlockN;
+    const int key0 = t * T::kBN;
     const uint32_t ks_bytes =
-        static_cast<uint32_t>(p.nk_pad - key0 < kSm90BlockN ? p.nk_pad - key0 : kSm90BlockN) * 4u;
+        static_cast<uint32_t>(p.nk_pad - key0 < T::kBN ? p.nk_pad - key0 : T::kBN) * 4u;
     dev::mbar_arrive_expect_tx(&sm.full[st], T::kKBytes + T::kVBytes + ks_bytes);
     const int head = static_cast<int>(kv_head);
 #pragma unroll

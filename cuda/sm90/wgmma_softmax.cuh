@@ -1,6 +1,6 @@
 // Online softmax of the sm90a attention kernel, per consumer thread: its two rows (r and r+8 of
-// its warp's 16) and 32 of a tile's 128 keys, in the Q·Kᵀ accumulator layout of wgmma (which is
-// the mma.sync one per warp). Log2 domain, as in attention_mma_kernel.cuh (same empty-row
+// its warp's 16) and a quarter of a tile's keys (32 of 128, or 16 of 64), in the Q·Kᵀ accumulator
+// layout of wgmma (which is the mma.sync one per warp). Log2 domain, as in attention_mma_kernel.cuh (same empty-row
 // convention). Scores are kept as dot·k_scale; the row's q_scale (> 0, with sm_scale·log2 e
 // folded in) is applied to the row maximum and inside the exponent's FFMA, one multiply fewer
 // per score.
@@ -15,9 +15,11 @@
 namespace int8attn {
 
 // KBLOCK: K scales per 64 keys (INT8ATTN_GRANULARITY_PER_BLOCK; the two halves of a 128-key
-// tile), which takes the key scale out of the per-score work.
+// tile, or all of a 64-key one), which takes the key scale out of the per-score work.
 template <class T, bool KBLOCK>
 struct Sm90Softmax {
+  static constexpr int kCols = T::kCols;       // 8-key column groups of S a thread holds
+  static constexpr int kBlocks = T::kBN / 64;  // 64-key blocks (KBLOCK's scales) per tile
   // The reference maximum m moves only when a tile's maximum exceeds it by more than kSlack
   // (log2 units), so O is rescaled only then: after the first tiles a row's maximum creeps up
   // in small steps, and each step used to rescale O (about half of all tiles). A P is then at
@@ -32,16 +34,17 @@ struct Sm90Softmax {
   RowInfo rows[2];
   int min_hi;  // the smallest key bound of the CTA's rows: tiles below it need no masking
   int t4;      // lane % 4: which column pairs of each 8-key group the thread holds
-  // The tile's key scales of this thread's 32 columns; KBLOCK: the two blocks' scales (columns
-  // 0-63 and 64-127; every key holds its block's).
-  float2 ksr[KBLOCK ? 1 : 16];
+  // The tile's key scales of this thread's columns; KBLOCK: the blocks' scales (x: columns
+  // 0-63, y: 64-127 of a 128-key tile; every key holds its block's).
+  float2 ksr[KBLOCK ? 1 : kCols];
 
   __device__ __forceinline__ void load_key_scales(const float* sKs) {
     if constexpr (KBLOCK) {
-      ksr[0] = make_float2(sKs[0], sKs[kSm90BlockN / 2]);
+      ksr[0] = make_float2(sKs[0], sKs[kBlocks > 1 ? 64 : 0]);
     } else {
 #pragma unroll
-      for (int c = 0; c < 16; ++c) ksr[c] = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
+      for (int c = 0; c < kCols; ++c)
+        ksr[c] = *reinterpret_cast<const float2*>(sKs + c * 8 + 2 * t4);
     }
   }
 
@@ -53,10 +56,10 @@ struct Sm90Softmax {
   // in the exponent's FFMA and is applied to the block maxima only.
   // The exponentials are issued in the consumer warpgroup's turn (wgmma_exp_turns.cuh).
   template <class Turn>
-  __device__ __forceinline__ void step(int t, const int (&si)[64], float (&alpha)[2],
-                                       float (&s)[16][4], Turn& turn) {
+  __device__ __forceinline__ void step(int t, const int (&si)[T::kScores], float (&alpha)[2],
+                                       float (&s)[kCols][4], Turn& turn) {
     scores(si, s);
-    if ((t + 1) * kSm90BlockN > min_hi) mask(t, s);  // some row does not see every key
+    if ((t + 1) * T::kBN > min_hi) mask(t, s);  // some row does not see every key
     float ref[2];
 #pragma unroll
     for (int rh = 0; rh < 2; ++rh) {
@@ -75,7 +78,7 @@ struct Sm90Softmax {
       for (int rh = 0; rh < 2; ++rh) {
         float sum4[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-        for (int c = 0; c < 16; ++c) sum4[c & 3] += s[c][2 * rh] + s[c][2 * rh + 1];
+        for (int c = 0; c < kCols; ++c) sum4[c & 3] += s[c][2 * rh] + s[c][2 * rh + 1];
         l_run[rh] = l_run[rh] * alpha[rh] + ((sum4[0] + sum4[1]) + (sum4[2] + sum4[3]));
       }
     }
@@ -115,9 +118,9 @@ struct Sm90Softmax {
   }
 
  private:
-  __device__ __forceinline__ void scores(const int (&si)[64], float (&s)[16][4]) const {
+  __device__ __forceinline__ void scores(const int (&si)[T::kScores], float (&s)[kCols][4]) const {
 #pragma unroll
-    for (int c = 0; c < 16; ++c) {
+    for (int c = 0; c < kCols; ++c) {
       if constexpr (KBLOCK) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[c][e] = __int_as_float(si[4 * c + e]);  // biased
@@ -135,10 +138,10 @@ struct Sm90Softmax {
     }
   }
 
-  __device__ __forceinline__ void mask(int t, float (&s)[16][4]) const {
-    const int j0 = t * kSm90BlockN;
+  __device__ __forceinline__ void mask(int t, float (&s)[kCols][4]) const {
+    const int j0 = t * T::kBN;
 #pragma unroll
-    for (int c = 0; c < 16; ++c)
+    for (int c = 0; c < kCols; ++c)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         if (j0 + c * 8 + 2 * t4 + (e & 1) >= rows[e >> 1].hi) s[c][e] = -INFINITY;
@@ -147,18 +150,19 @@ struct Sm90Softmax {
   // The maximum of row half rh over the tile (scaled by the key scales, not yet by q_scale),
   // over the quad. Four independent partial maxima: short dependency chains for a warp that
   // has no other warp on its scheduler to hide latency behind.
-  __device__ __forceinline__ float row_max(const float (&s)[16][4], int rh) const {
+  __device__ __forceinline__ float row_max(const float (&s)[kCols][4], int rh) const {
     float mx;
     if constexpr (KBLOCK) {  // per block (c < 8, c >= 8), then scaled
       // -inf (a masked block) stays -inf: (−inf − bias)·ks.
-      mx = fmaxf((block_max(s, 0, rh) - dev::kIntFloatBias) * ksr[0].x,
-                 (block_max(s, 1, rh) - dev::kIntFloatBias) * ksr[0].y);
+      mx = (block_max(s, 0, rh) - dev::kIntFloatBias) * ksr[0].x;
+      if constexpr (kBlocks > 1)
+        mx = fmaxf(mx, (block_max(s, 1, rh) - dev::kIntFloatBias) * ksr[0].y);
     } else {
       float mx4[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) mx4[i] = fmaxf(s[i][2 * rh], s[i][2 * rh + 1]);
 #pragma unroll
-      for (int c = 4; c < 16; ++c)
+      for (int c = 4; c < kCols; ++c)
         mx4[c & 3] = fmaxf(mx4[c & 3], fmaxf(s[c][2 * rh], s[c][2 * rh + 1]));
       mx = fmaxf(fmaxf(mx4[0], mx4[1]), fmaxf(mx4[2], mx4[3]));
     }
@@ -169,7 +173,7 @@ struct Sm90Softmax {
   // The maximum of block b's 16 biased scores of row half rh. They are floats in [2^23, 2^24) or
   // −inf (masked), so their bit patterns order as signed integers, and sm_90 has a three-input
   // integer maximum: 8 instructions instead of 15 pairwise FMNMX (two chains of 4).
-  __device__ __forceinline__ float block_max(const float (&s)[16][4], int b, int rh) const {
+  __device__ __forceinline__ float block_max(const float (&s)[kCols][4], int b, int rh) const {
     int v[16];
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
@@ -186,7 +190,7 @@ struct Sm90Softmax {
   }
 
   // P = 2^(s·qs − sub) of row half rh, in place.
-  __device__ __forceinline__ void exponentials(float (&s)[16][4], int rh, float qs,
+  __device__ __forceinline__ void exponentials(float (&s)[kCols][4], int rh, float qs,
                                                float sub) const {
     if constexpr (KBLOCK) {
       // 2^(dot·ks·qs − sub) = 2^(x·a + b), a = ks·qs, b = −1.5·2^23·a − sub (its rounding:
@@ -195,13 +199,13 @@ struct Sm90Softmax {
       const float bb[2] = {fmaf(-dev::kIntFloatBias, a[0], -sub),
                            fmaf(-dev::kIntFloatBias, a[1], -sub)};
 #pragma unroll
-      for (int c = 0; c < 16; ++c) {
+      for (int c = 0; c < kCols; ++c) {
         s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], a[c >> 3], bb[c >> 3]));
         s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], a[c >> 3], bb[c >> 3]));
       }
     } else {
 #pragma unroll
-      for (int c = 0; c < 16; ++c) {
+      for (int c = 0; c < kCols; ++c) {
         s[c][2 * rh] = dev::fast_exp2(fmaf(s[c][2 * rh], qs, -sub));
         s[c][2 * rh + 1] = dev::fast_exp2(fmaf(s[c][2 * rh + 1], qs, -sub));
       }

@@ -15,9 +15,9 @@ namespace int8attn {
 
 struct Sm90AttnParams {
   AttnKernelParams a;
-  CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box (one slab) kSpan bytes x 128 keys
-  CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box 128 keys x DPAD
-                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box 32 or 64 ch x 128 keys
+  CUtensorMap k_map;  // K [heads][nk_pad][DPAD] int8, box (one slab) kSpan bytes x kBN keys
+  CUtensorMap v_map;  // FAST: V^T [heads][DPAD][nk_pad] E4M3, box kBN keys x DPAD
+                      // BALANCED: V [heads][nk_pad][DPAD] fp16, box 32 or 64 ch x kBN keys
   // The caller's raw Q [B][Hq][Nq][D] (any strides TMA takes), box one consumer warp's 16 rows
   // of the staging area's width; valid only with q_tma (wgmma_q_prologue.cuh).
   CUtensorMap q_map;
@@ -36,13 +36,18 @@ struct Sm90Traits {
   static constexpr int kThreads = 128 * (1 + kConsumers);
   // setmaxnreg split of the 64K registers: the producer keeps 24 per thread.
   static constexpr int kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  using QTile = dev::SlabTile<DPAD, kBM>;          // Q [slab][kBM rows][span]
-  using KTile = dev::SlabTile<DPAD, kSm90BlockN>;  // K [slab][128 keys][span]
-  // BALANCED's fp16 V tile, N-major: [channel block][128 keys][span] (a block = span/2 channels).
-  using VTile = dev::SlabTile<2 * DPAD, kSm90BlockN>;
+  // Keys per tile (and per stage): 128, or 64 above head dim 192 and in FAST above 128
+  // (sm90_block_n).
+  static constexpr int kBN = sm90_block_n(DPAD, kFp8PV);
+  static constexpr int kCols = kBN / 8;    // a thread's 8-key column groups of S per tile
+  static constexpr int kScores = kBN / 2;  // a thread's scores per tile (two rows)
+  using QTile = dev::SlabTile<DPAD, kBM>;  // Q [slab][kBM rows][span]
+  using KTile = dev::SlabTile<DPAD, kBN>;  // K [slab][kBN keys][span]
+  // BALANCED's fp16 V tile, N-major: [channel block][kBN keys][span] (a block = span/2 channels).
+  using VTile = dev::SlabTile<2 * DPAD, kBN>;
   static constexpr int kQBytes = kBM * DPAD;
-  static constexpr int kKBytes = kSm90BlockN * DPAD;
-  static constexpr int kVBytes = kSm90BlockN * DPAD * (kFp8PV ? 1 : 2);
+  static constexpr int kKBytes = kBN * DPAD;
+  static constexpr int kVBytes = kBN * DPAD * (kFp8PV ? 1 : 2);
   // Each row's P is summed on the tensor cores where they have room, into 8 accumulator
   // columns after O's DPAD (64 FADDs per tile and thread fewer in the softmax, the consumers'
   // critical path), as the row sum of the rounded P that multiplies V.
@@ -55,21 +60,25 @@ struct Sm90Traits {
   // With two consumers (head dims 96-192) its fp16 P·V keeps the tensor cores busier and the
   // eight extra MMAs a tile made the kernel 3-7% slower, so those sum P with FADDs.
   static constexpr bool kOnesColumn = kFp8PV;
-  static constexpr int kOnesBytes = kOnesColumn ? 8 * kSm90BlockN : 0;
+  static constexpr int kOnesBytes = kOnesColumn ? 8 * kBN : 0;
   static constexpr bool kOnesBlock = !kFp8PV && kConsumers == 3;
   static constexpr int kOnesBlockBytes = kOnesBlock ? 512 : 0;
   static constexpr bool kTensorRowSums = kOnesColumn || kOnesBlock;
   static constexpr int kAccN = DPAD + (kTensorRowSums ? 8 : 0);  // O and the row sums
+  // FAST's P·V at N = kAccN is one MMA up to N = 256, the largest wgmma; at head dim 256 the
+  // ones rows take a second MMA at N = 8.
+  static constexpr bool kOnesSplit = kOnesColumn && kAccN > 256;
   // K scales after V (and the ones), padded so every stage (and every tile in it) stays
   // 1024-byte aligned, as the 128-byte swizzle requires.
-  static constexpr int kStageBytes = kKBytes + kVBytes + kOnesBytes + 1024;
-  static_assert(4 * kSm90BlockN + kOnesBlockBytes <= 1024, "key scales and ones in the pad");
+  static constexpr int kStageBytes = (kKBytes + kVBytes + kOnesBytes + 1023) / 1024 * 1024 + 1024;
+  static_assert(4 * kBN + kOnesBlockBytes <= 1024, "key scales and ones in the pad");
   // Q scales, LSE shifts; barriers: full and empty per stage, one per consumer warp for Q.
   static constexpr int kMiscBytes = 8 * kBM + 128;
-  // Ring of K/V tiles: four stages, two above head dim 128, where the staging areas (the
-  // tiny shapes of those head dims are latency-bound on the once-per-CTA code)
-  // would not fit beside four.
-  static constexpr int kStages = DPAD > 128 ? 2 : 4;
+  // Ring of K/V tiles: four stages; BALANCED above head dim 128 two, where its fp16 V tiles
+  // (and at 160 and 192 the staging areas: the tiny shapes of those head dims are latency-bound
+  // on the once-per-CTA code) leave no room for more. FAST's 64-key tiles above 128 keep four
+  // (at 192 the staging areas no longer fit beside them; the four stages measured faster).
+  static constexpr int kStages = kFp8PV || DPAD <= 128 ? 4 : 2;
   static constexpr int kBaseSmemBytes = 1024 + kQBytes + kStages * kStageBytes + kMiscBytes;
   static constexpr int kLimit = 227 * 1024;  // sm90's per-block shared memory
   // Per consumer warp: its 16 raw Q rows on the way in, its 16 fp32 O rows on the way out
@@ -121,7 +130,7 @@ struct Sm90Smem {
         full(reinterpret_cast<uint64_t*>(stages + T::kStages * T::kStageBytes + 8 * T::kBM)),
         empty(full + T::kStages),
         q_full(empty + T::kStages),
-        ones(stages + T::kKBytes + T::kVBytes + T::kOnesBytes + 4 * kSm90BlockN),
+        ones(stages + T::kKBytes + T::kVBytes + T::kOnesBytes + 4 * T::kBN),
         staging(stages + T::kStages * T::kStageBytes + T::kMiscBytes) {}
   // Stage of ring position n (n >= 0; kStages is a power of two, so this is a mask).
   __device__ __forceinline__ uint8_t* stage(int n) const {

@@ -326,12 +326,12 @@ TEST_F(GpuAttention, EveryModeHeadDimAndFamilyMeetsTheBar) {
 }
 
 // Longer key ranges than the cases above (more key tiles per CTA, a ragged last tile; on Hopper,
-// head dims 80, 160 and 192 run the warp-specialised kernel's column-slab layouts, and 32 its
-// 64-channel instance), and the image-model shape with head dim 160 (sd15_l3_cfg: 256
+// head dims 80, 160 and 192 run the warp-specialised kernel's column-slab layouts, 32 its
+// 64-channel instance, 200 and 256 its 64-key tiles), and the image-model shape with head dim 160 (sd15_l3_cfg: 256
 // tokens), whose Q and O go through the kernels' staging areas.
 TEST_F(GpuAttention, LongerKeysAndTheHeadDim160ImageShape) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
-    for (int64_t D : {32, 40, 64, 80, 128, 160, 192})
+    for (int64_t D : {32, 40, 64, 80, 128, 160, 192, 200, 256})
       for (t::Family f : {t::Family::Gaussian, t::Family::ChannelBias}) {
         Case c;
         c.mode = mode;
@@ -745,11 +745,12 @@ TEST_F(GpuAttention, LongKeysUseSplitKvAndStayAccurate) {
 }
 
 // K scales per 64-key block: on Hopper the wgmma kernel's own softmax path (the block's scale in
-// the exponent's FFMA instead of a multiply per score). Causal rows and ragged key lengths mask
-// inside a tile, so partly visible blocks and a padded last block are covered.
+// the exponent's FFMA instead of a multiply per score; one block a tile at head dim 256). Causal
+// rows and ragged key lengths mask inside a tile, so partly visible blocks and a padded last
+// block are covered.
 TEST_F(GpuAttention, PerBlockKeyScales) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
-    for (int64_t D : {64, 128, 160})
+    for (int64_t D : {64, 128, 160, 256})
       for (bool causal : {false, true}) {
         Case c;
         c.mode = mode;
@@ -823,7 +824,7 @@ TEST_F(GpuAttention, ManyKeysInOneCtaStayAccurate) {
 // per block too.
 TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
   for (int32_t mode : kModes)
-    for (int64_t D : {64, 128, 160})
+    for (int64_t D : {64, 128, 160, 256})
       for (int32_t k_gran : {INT8ATTN_GRANULARITY_DEFAULT, INT8ATTN_GRANULARITY_PER_BLOCK}) {
         if (mode == INT8ATTN_MODE_EXACT && k_gran == INT8ATTN_GRANULARITY_PER_BLOCK) continue;
         Case c;

@@ -18,7 +18,7 @@ HEADER = """\
 //   wgmma_f16_rs<N>  O(fp32)  += P(fp16, registers)  . V(fp16, smem desc, N-major), k = 16
 //   wgmma_bf16_rs<N> the same in bf16 (the few-keys kernel's P·V with bf16 inputs)
 // (N = head dim + 8, FAST's P·V with V^T's row of ones, has only the E4M3 one; N = 8 is
-// BALANCED's row sums, P against a block of ones.)
+// BALANCED's row sums, P against a block of ones, and at head dim 256 FAST's ones rows.)
 //   wgmma_f16_ss<N>  S(fp32)  (+)= Q(fp16, smem desc) . K^T(fp16, smem desc), both K-major, k = 16
 //   wgmma_bf16_ss<N> the same in bf16 (both: the few-keys kernel's Q·Kᵀ, N = its keys)
 // kAcc = false overwrites the accumulators (scale-d = 0). scale-d is an immediate, not a
@@ -108,15 +108,20 @@ def main():
     # The attention kernel: Q·Kᵀ (s8) and P·V (E4M3, fp16) at the head dims; FAST's P·V also at
     # N = head dim + 8, whose extra 8 columns carry V^T's row of ones, and BALANCED's fp16 P
     # against a block of ones at N = 8: both sum P on the tensor cores
-    # (attention_wgmma_kernel.cuh). The few-keys kernel: Q·Kᵀ (16-bit ss) at N = its compiled
-    # key counts, P·V (16-bit rs) at the head dims.
+    # (attention_wgmma_kernel.cuh); Q·Kᵀ at N = 128 and, for the 64-key tiles of head dims 224
+    # and 256, 64; at 256 (N = 264 is past the largest wgmma) FAST's ones rows at N = 8. The
+    # few-keys kernel: Q·Kᵀ (16-bit ss) at N = its compiled key counts, P·V (16-bit rs) at the
+    # head dims up to 192.
     heads = (64, 96, 128, 160, 192)
     keys = (32, 64, 80, 96, 128)
     families = {}
     for n in heads:
         families.setdefault(n, set()).update({"s8_ss", "e4m3_rs", "h16_rs"})
         families.setdefault(n + 8, set()).add("e4m3_rs")
-    families.setdefault(8, set()).add("f16_rs")  # BALANCED's V is fp16 for bf16 inputs too
+    for n in (224, 256):  # the prefill kernel only: BALANCED's V is fp16 for bf16 inputs too
+        families.setdefault(n, set()).update({"e4m3_rs", "f16_rs"})
+    families.setdefault(224 + 8, set()).add("e4m3_rs")
+    families.setdefault(8, set()).update({"f16_rs", "e4m3_rs"})
     for n in keys:
         families.setdefault(n, set()).add("h16_ss")
     text = HEADER + "\n" + "\n".join(body(n, families[n]) for n in sorted(families)) + FOOTER
