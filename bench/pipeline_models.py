@@ -33,7 +33,8 @@ class ModelSpec:
         config: ``cls(**config)``.
         dtype: "float16" / "bfloat16" / "float32" (what users run the model in).
         family: Which input builder applies ("unet", "pixart", "sd3", "flux", "qwenimage",
-            "zimage", "wan", "hunyuan", "hunyuan15", "ltx", "cogvideox", "mochi", "flux2").
+            "zimage", "wan", "hunyuan", "hunyuan15", "ltx", "cogvideox", "mochi", "flux2",
+            "auraflow").
         inputs: Sizes of the step's inputs (batch, latent shape, text tokens, ...).
         description: Resolution and batch, in words.
         source: Where ``config`` comes from.
@@ -137,6 +138,16 @@ _SD35_LARGE = dict(
     attention_head_dim=64, num_attention_heads=38, joint_attention_dim=4096,
     caption_projection_dim=2432, pooled_projection_dim=2048, pos_embed_max_size=192,
     dual_attention_layers=(), qk_norm="rms_norm",
+)
+
+_AURAFLOW = dict(
+    # fal/AuraFlow-v0.3, transformer/config.json: 4 joint (MMDiT) blocks then 32 single-stream
+    # blocks over image and text tokens, 12 heads x 256, no rotary embedding and no Q/K norms.
+    # pos_embed_max_size (the position table's size; 1024 px needs 4096 of its positions) is
+    # v0.3's 9216 as recalled, not read from the file here; it does not change a step's work.
+    sample_size=64, patch_size=2, in_channels=4, num_mmdit_layers=4, num_single_dit_layers=32,
+    attention_head_dim=256, num_attention_heads=12, joint_attention_dim=2048,
+    caption_projection_dim=3072, out_channels=4, pos_embed_max_size=9216,
 )
 
 _FLUX_DEV = dict(
@@ -358,6 +369,16 @@ FULL: Dict[str, ModelSpec] = {
         attention="38 joint blocks: RMS-normalized Q and K, self-attention over 4096+333 = "
                   "4429 tokens, 38 heads x 64",
         depth=("num_layers",)),
+    "auraflow": ModelSpec(
+        name="auraflow", cls="AuraFlowTransformer2DModel", config=_AURAFLOW, dtype="float16",
+        family="auraflow",
+        inputs=dict(batch=2, latent=(128, 128), channels=4, text_tokens=256, text_dim=2048),
+        description="AuraFlow v0.3, 1024x1024 (latent 128x128 -> 4096 patches), CFG batch 2, "
+                    "256 text tokens (the pipeline's max_sequence_length)",
+        source="fal/AuraFlow-v0.3 transformer/config.json",
+        attention="4 joint + 32 single-stream blocks: self-attention over 8 register + 256 "
+                  "text + 4096 image = 4360 tokens, 12 heads x 256",
+        depth=("num_single_dit_layers", "num_mmdit_layers")),
     "flux1024": _flux("flux1024", 1024),
     "flux2048": _flux("flux2048", 2048),
     "flux2": _flux2("flux2", 1024),
@@ -503,6 +524,12 @@ TINY: Dict[str, ModelSpec] = {
         caption_projection_dim=32, pooled_projection_dim=16, pos_embed_max_size=16,
         qk_norm="rms_norm"),
         dict(batch=2, latent=(16, 16), channels=4, text_tokens=10, text_dim=32, pooled_dim=16)),
+    "auraflow": _tiny(FULL["auraflow"], dict(
+        sample_size=16, patch_size=2, in_channels=4, num_mmdit_layers=1, num_single_dit_layers=1,
+        attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
+        caption_projection_dim=32, out_channels=4, pos_embed_max_size=64),
+        # 64 image + 8 register + 72 text tokens: over 128 keys (the quantized path)
+        dict(batch=2, latent=(16, 16), channels=4, text_tokens=72, text_dim=32)),
     "flux1024": _tiny(FULL["flux1024"], dict(
         patch_size=1, in_channels=16, num_layers=1, num_single_layers=2, attention_head_dim=16,
         num_attention_heads=2, joint_attention_dim=32, pooled_projection_dim=16,
@@ -618,6 +645,11 @@ def make_inputs(spec: ModelSpec, device: torch.device, seed: int = 0) -> Dict[st
         kw = dict(hidden_states=randn(b, s["channels"], h, w), encoder_hidden_states=text,
                   pooled_projections=randn(b, s["pooled_dim"]),
                   timestep=torch.full((b,), 500.0, device=device))
+    elif spec.family == "auraflow":
+        h, w = s["latent"]
+        # the pipeline passes t / 1000 in the model's dtype
+        kw = dict(hidden_states=randn(b, s["channels"], h, w), encoder_hidden_states=text,
+                  timestep=torch.full((b,), 0.5, device=device, dtype=dtype))
     elif spec.family == "flux":
         side = s["side"]
         kw = dict(hidden_states=randn(b, side * side, s["channels"]),

@@ -59,10 +59,10 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import int8attn
 from bench import log, time_fn
 
-# Each padded head dim's kernel class once at least: 32 (the generic warp-MMA kernel on Hopper),
-# 40 and 64 (the wgmma kernel's 64), 80 (96), 128, 160, and 256 (the generic kernel again past
-# 192); a call reads the smallest grid head dim not below its own.
-HEAD_DIMS = (32, 40, 64, 80, 128, 160, 256)
+# Each padded head dim's kernel once at least: 32 and 40 (on Hopper the wgmma kernel's 64 instance
+# on fresh K/V), 64, 80 (96), 128, 160, 192, and 256 (224 and 256: the wgmma kernel's 64-key
+# tiles); a call reads the smallest grid head dim not below its own.
+HEAD_DIMS = (32, 40, 64, 80, 128, 160, 192, 256)
 NQ = (256, 1024, 2048, 4096, 8192, 16384)
 NK = (77, 256, 512, 1024, 2048, 4096, 8192, 16384)
 BATCH = 2  # a CFG batch
@@ -444,8 +444,9 @@ def merged_runs(groups, cells):
 
 
 def replace_cells(rows, meta, base_dir):
-    """The rows of the table in ``base_dir`` with these rows (cells it has) in their places:
-    a re-measure of some head dims over a full table, whose other cells stay as measured."""
+    """The rows of the table in ``base_dir`` with these rows in their places: a re-measure of
+    some head dims over a full table, whose other cells stay as measured. A head dim the table
+    has no cell of joins it (a head dim added to the grid); one it has must match cell for cell."""
     path = os.path.join(base_dir, "route_table.json")
     if not os.path.isfile(path):
         raise SystemExit(f"--over: no {path} (the folder of a full run's table)")
@@ -456,14 +457,18 @@ def replace_cells(rows, meta, base_dir):
                          f"{meta['gpu']}")
     new = {row_key(r): r for r in rows}
     keys = {row_key(r) for r in base["rows"]}
-    if not set(new) <= keys:
-        raise SystemExit(f"--over: {path} has no cell {min(set(new) - keys)}")
+    had = {r["head_dim"] for r in base["rows"] if not r.get("model")}
+    missing = {k for k in set(new) - keys if k[1] in had}
+    if missing:
+        raise SystemExit(f"--over: {path} has no cell {min(missing)}")
+    added = [r for r in rows if row_key(r) not in keys]
     out_meta = dict(base["meta"])
+    verb = "added" if added and len(added) == len(rows) else "replaced"
     out_meta["command"] = (f"{base['meta']['command']}; head dims "
-                           f"{', '.join(map(str, meta['head_dims']))} replaced by: "
+                           f"{', '.join(map(str, meta['head_dims']))} {verb} by: "
                            f"{meta['command']}")
     out_meta["date"] = max(base["meta"]["date"], meta["date"])
-    return [new.get(row_key(r), r) for r in base["rows"]], out_meta
+    return [new.get(row_key(r), r) for r in base["rows"]] + added, out_meta
 
 
 def main() -> int:

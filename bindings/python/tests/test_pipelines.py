@@ -1671,7 +1671,8 @@ def test_route_table_averages_runs_of_several_machines(tmp_path):
 def test_route_table_replaces_the_cells_of_a_head_dim_rerun(tmp_path):
     """bench/route_table.py --head-dims measures the grid's cells of those head dims only, and
     --merge ... --over DIR puts them in place of the same cells of a full table (the rest as
-    measured); cells the table lacks, or another GPU's, refused."""
+    measured); a head dim the table has no cell of joins it; cells of a head dim it has but not
+    those cells, or another GPU's, refused."""
     rt = _route_table_module()
     cells = list(rt.grid(False, (32,)))
     assert cells and {c.d for c in cells} == {32} and not any(c.model for c in cells)
@@ -1722,3 +1723,15 @@ def test_route_table_replaces_the_cells_of_a_head_dim_rerun(tmp_path):
     with pytest.raises(SystemExit, match="has no cell"):
         rt.replace_cells([row(rt.Cell(2, 12, 32, 3000, 3000), 1.0)],
                          dict(meta, head_dims=[32]), str(base))
+    # A head dim new to the grid: its cells join a table measured without it.
+    no192 = tmp_path / "no192"
+    no192.mkdir()
+    (no192 / "route_table.json").write_text(json.dumps(
+        {"meta": meta, "rows": [row(c, 2.0) for c in full if c.d != 192 or c.model]}))
+    d192 = list(rt.grid(False, (192,)))
+    rows, m = rt.replace_cells([row(c, 0.5) for c in d192], dict(meta, head_dims=[192]),
+                               str(no192))
+    assert sorted(map(rt.row_key, rows)) == sorted(rt.row_key(row(c, 1.0)) for c in full)
+    assert all(r["ratio"]["fast"] == (2.0 if r["head_dim"] == 192 and not r.get("model")
+                                      else 0.5) for r in rows)
+    assert "head dims 192 added by" in m["command"]
