@@ -60,8 +60,8 @@ import int8attn
 from bench import log, time_fn
 
 # Each padded head dim's kernel once at least: 32 and 40 (on Hopper the wgmma kernel's 64 instance
-# on fresh K/V), 64, 80 (96), 128, 160, 192, and 256 (224 and 256: the wgmma kernel's 64-key
-# tiles); a call reads the smallest grid head dim not below its own.
+# on fresh K/V), 64, 80 (96), 128, 160, 192, and 256 (224 too); a call reads the smallest grid
+# head dim not below its own.
 HEAD_DIMS = (32, 40, 64, 80, 128, 160, 192, 256)
 NQ = (256, 1024, 2048, 4096, 8192, 16384)
 NK = (77, 256, 512, 1024, 2048, 4096, 8192, 16384)

@@ -24,8 +24,8 @@ struct HeadDims {
 // The warp-MMA kernel (attention_mma_kernel.cuh): every padded head dim up to 256.
 using MmaHeadDims = HeadDims<32, 64, 96, 128, 160, 192, 224, 256>;
 // The warp-specialised sm90a kernel (64-key tiles above 192, and in FAST above 128:
-// sm90_block_n); head dims up to 32 run its 64 instance (forward_plan.cu), but against a cache, whose 32-wide layout the
-// warp-MMA kernel reads.
+// sm90_block_n); head dims up to 32 run its 64 instance (forward_plan.cu), but against a
+// cache, whose 32-wide layout the warp-MMA kernel reads.
 using WgmmaHeadDims = HeadDims<64, 96, 128, 160, 192, 224, 256>;
 // The few-keys kernel's warpgroup-MMA version (sm90/attention_short_keys_wgmma.cuh): up to 192;
 // head dims 200-256 run its warp-MMA version.

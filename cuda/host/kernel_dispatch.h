@@ -7,9 +7,9 @@
 //
 // few: the few-keys kernel for EXACT calls of at most 128 keys on fresh K/V, which every mode's
 // such calls are (src/common/modes.h), where plan_short_keys in forward_plan.cu says it fits:
-// on sm90 its warpgroup-MMA version (sm90/attention_short_keys_wgmma.h, ShortKeysWgmmaHeadDims), else
-// the warp-MMA one (attention_short_keys.h, every architecture); it launches from
-// cuda_backend.cu, like small.
+// on sm90 its warpgroup-MMA version (sm90/attention_short_keys_wgmma.h,
+// ShortKeysWgmmaHeadDims), else the warp-MMA one (attention_short_keys.h, every architecture);
+// it launches from cuda_backend.cu, like small.
 // mma<ARCH>: the warp-MMA kernel, head dims MmaHeadDims (cuda/common/head_dims.h), every
 // option. On sm90, BALANCED and FAST take, in this order: the small-problem cluster kernel
 // (SmallHeadDims; plan_small in forward_plan.cu says when the whole call fits it), else the

@@ -1,7 +1,8 @@
 // The few-keys kernel on Hopper's warpgroup MMAs (attention_short_keys_wgmma.cuh): the calls and
 // maths of attention_short_keys.h (EXACT on fresh K/V, one launch, no workspace) for the padded
-// head dims of ShortKeysWgmmaHeadDims (and 32, zero-padded to 64 in shared memory), and also the EXACT
-// calls of 129-512 keys (src/common/modes.h), in 64-key chunks with a running maximum.
+// head dims of ShortKeysWgmmaHeadDims (and 32, zero-padded to 64 in shared memory), and also
+// the EXACT calls of 129-512 keys (src/common/modes.h), in 64-key chunks with a running
+// maximum.
 //
 // Why a second kernel: with warp-level MMAs every warp reads all of K and V from shared memory
 // for each 16 of its rows (64 KB a tile at 128 keys and head dim 128), and a warp spent ~1,660

@@ -1,9 +1,9 @@
 // Online softmax of the sm90a attention kernel, per consumer thread: its two rows (r and r+8 of
-// its warp's 16) and a quarter of a tile's keys (32 of 128, or 16 of 64), in the Q·Kᵀ accumulator
-// layout of wgmma (which is the mma.sync one per warp). Log2 domain, as in attention_mma_kernel.cuh (same empty-row
-// convention). Scores are kept as dot·k_scale; the row's q_scale (> 0, with sm_scale·log2 e
-// folded in) is applied to the row maximum and inside the exponent's FFMA, one multiply fewer
-// per score.
+// its warp's 16) and a quarter of a tile's keys (32 of 128, or 16 of 64), in the Q·Kᵀ
+// accumulator layout of wgmma (which is the mma.sync one per warp). Log2 domain, as in
+// attention_mma_kernel.cuh (same empty-row convention). Scores are kept as dot·k_scale; the
+// row's q_scale (> 0, with sm_scale·log2 e folded in) is applied to the row maximum and inside
+// the exponent's FFMA, one multiply fewer per score.
 #pragma once
 
 #include <cfloat>

@@ -327,8 +327,8 @@ TEST_F(GpuAttention, EveryModeHeadDimAndFamilyMeetsTheBar) {
 
 // Longer key ranges than the cases above (more key tiles per CTA, a ragged last tile; on Hopper,
 // head dims 80, 160 and 192 run the warp-specialised kernel's column-slab layouts, 32 its
-// 64-channel instance, 200 and 256 its 64-key tiles), and the image-model shape with head dim 160 (sd15_l3_cfg: 256
-// tokens), whose Q and O go through the kernels' staging areas.
+// 64-channel instance, 200 and 256 its 64-key tiles), and the image-model shape with head dim
+// 160 (sd15_l3_cfg: 256 tokens), whose Q and O go through the kernels' staging areas.
 TEST_F(GpuAttention, LongerKeysAndTheHeadDim160ImageShape) {
   for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
     for (int64_t D : {32, 40, 64, 80, 128, 160, 192, 200, 256})

@@ -10,8 +10,8 @@ batch·heads × query lengths × key lengths. A call of a measured model shape r
 cell; any other goes to SDPA where the nearest grid point (head dim rounded up, lengths nearest
 on a log scale, the largest measured batch·heads not above the call's) does not have int8attn
 at least :data:`MIN_RATIO` times faster (within that, two measurements of a cell disagree).
-A head dim above the table's largest is not extrapolated (past 192 another kernel runs): such
-calls go to SDPA.
+A head dim above the table's largest is not extrapolated (it may run another kernel or key-tile
+width): such calls go to SDPA.
 cuDNN's speed moves with how its tiles fill the GPU (Flux at 1024 px, 4608 tokens, measured
 differently from the grid's 4096), hence the exact cells; and cuDNN runs lengths that are not
 multiples of 128 slower, so such calls read a second grid measured at unaligned lengths.
