@@ -3,7 +3,8 @@
 // cuda/common/prepare_kv.cu (forward) or a K/V cache (cuda/host/kv_cache_cuda.cu) produced:
 //   K:  [kv-head][nk_pad][DPAD]  int8 (BALANCED/FAST) or fp16/bf16 (EXACT), rows zero-padded
 //   ks: [kv-head][nk_pad]        fp32 per-key scale (INT8 modes)
-//   V:  BALANCED [kv-head][nk_pad][DPAD] fp16,  EXACT the same in the input dtype,
+//   V:  BALANCED [kv-head][nk_pad][DPAD] fp16 (or the caller's fp16 V in place: v_raw),
+//       EXACT the same in the input dtype,
 //       FAST     [kv-head][DPAD][nk_pad] E4M3, keys permuted inside each group of 32 so the
 //                QK accumulator registers are directly the FP8 MMA's A fragment
 //   vs, vm: [kv-head][DPAD] fp32 per-channel V scale and mean (INT8 modes)
@@ -54,6 +55,11 @@ struct AttnKernelParams {
   const void* v = nullptr;
   const float* v_scale = nullptr;
   const float* v_mean = nullptr;
+  // BALANCED on the sm90a kernel with fp16 V (v_in_place, cuda/host/forward_plan.cu): v is the
+  // caller's V [B][Hkv][Nk][D] (element strides v_stride), read in place by TMA; v_scale 1 and
+  // v_mean 0, so the epilogue's V constants are the identity.
+  int v_raw = 0;
+  int64_t v_stride[4] = {0, 0, 0, 0};
   // Q's per-channel factor before the rotation, qm::q_channel_factor(α), computed once per
   // channel by the preparation (a division the CTAs then need not repeat); null: no balancing,
   // the factor is qm::kRotateNorm.

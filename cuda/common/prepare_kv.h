@@ -8,6 +8,7 @@
 //              finalizes it (means, V scales, balancing factors: qm::channel_consts)
 //           -> quantize (second read of K and V, mostly from L2: INT8 K + per-key scales,
 //              V as fp16 or as transposed, key-permuted FP8 — the layouts of attention_params.h).
+//           BALANCED's fp16 V on the sm90a kernel is read in place (v_raw): no V in either.
 // Cache:    the first append runs all of it into the cache's own buffers; later appends run
 //           the quantization alone with the kept means/scales, at the cache's current length.
 // Every kernel reads contiguous, 16-byte aligned rows with 16-byte loads and any other layout
@@ -33,6 +34,9 @@ struct KvPrepParams {
   int64_t k_lengths_stride = 0;
 
   Mode mode = Mode::kBalanced;  // EXACT copies K and V
+  // V stays the caller's (BALANCED with fp16 V on the sm90a kernel, AttnKernelParams::v_raw):
+  // no V statistics, no V output; v_mean 0 and v_scale 1.
+  bool v_raw = false;
   bool smooth_k = true, smooth_v = true;
   bool k_per_token = false;
   float k_multiplier = 1.f;

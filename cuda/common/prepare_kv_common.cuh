@@ -79,8 +79,8 @@ __device__ __forceinline__ void finalize_channel(const KvPrepParams& p, int head
   const int64_t o = static_cast<int64_t>(head) * p.dpad + d;
   if (p.k_mean != nullptr) p.k_mean[o] = c.mu_k;
   if (int8_qk(p.mode)) {
-    p.v_mean[o] = c.mu_v;
-    p.v_scale[o] = c.v_scale;
+    p.v_mean[o] = p.v_raw ? 0.f : c.mu_v;
+    p.v_scale[o] = p.v_raw ? 1.f : c.v_scale;
   }
   if (p.alpha != nullptr) {
     p.alpha[o] = c.alpha;

@@ -19,10 +19,11 @@ using prep::kTileThreads;
 using prep::kTokens;
 
 // The statistics of one token range of one canonical head (CTA x of head y): V's over every
-// token of the range, K's over the range's sampled tokens, and max |q| over the sampled rows of
-// range x of Q's rows (qm::stats_stride), added into the head's accumulators with global
-// atomics. The last CTA of a head to finish (a counter per head) turns the head's accumulators
-// into its constants (the finalize) for the quantization that follows: no launch of its own.
+// token of the range (none for a V read in place: v_raw), K's over the range's sampled tokens,
+// and max |q| over the sampled rows of range x of Q's rows (qm::stats_stride), added into the
+// head's accumulators with global atomics. The last CTA of a head to finish (a counter per
+// head) turns the head's accumulators into its constants (the finalize) for the quantization
+// that follows: no launch of its own.
 // Two CTAs per SM where every load is a 16-byte vector (at most 128 registers, no spills; at one
 // CTA per SM a single CTA's loads were all that was in flight); the strided paths keep one.
 template <bool kKvVec, bool kQVec>
@@ -42,9 +43,10 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
   __syncthreads();
   const int valid = prep::valid_tokens(p, b);
   const int j0 = blockIdx.x * tokens_per_cta, j1 = min(j0 + tokens_per_cta, valid);
-  prep::accumulate_stats<T, kKvVec>(static_cast<const T*>(p.v.data), p.v.stride, p.D, b, h,
-                                    prep::RowSample(j0, j1, 1), tid, kTileThreads, s_acc,
-                                    prep::kSumV, s_tmp);
+  if (!p.v_raw)
+    prep::accumulate_stats<T, kKvVec>(static_cast<const T*>(p.v.data), p.v.stride, p.D, b, h,
+                                      prep::RowSample(j0, j1, 1), tid, kTileThreads, s_acc,
+                                      prep::kSumV, s_tmp);
   prep::accumulate_stats<T, kKvVec>(static_cast<const T*>(p.k.data), p.k.stride, p.D, b, h,
                                     prep::RowSample(j0, j1, qm::stats_stride(p.n)), tid,
                                     kTileThreads, s_acc, prep::kSumK, s_tmp);

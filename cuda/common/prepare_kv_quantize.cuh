@@ -206,8 +206,8 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
       const int j = min(row0 + ln.token(k), last);
       kraw[k] =
           p.n > 0 ? load_chunk<kVec>(K, p.k.stride, b, h, j, cl, p.D) : make_uint4(0, 0, 0, 0);
-      vraw[k] =
-          p.n > 0 ? load_chunk<kVec>(V, p.v.stride, b, h, j, cl, p.D) : make_uint4(0, 0, 0, 0);
+      vraw[k] = p.n > 0 && !p.v_raw ? load_chunk<kVec>(V, p.v.stride, b, h, j, cl, p.D)
+                                    : make_uint4(0, 0, 0, 0);
     }
   }
   // Keys past the batch's valid length are written as padding (zeros, scale 1), not quantized:
@@ -254,6 +254,7 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
     quantize_k_items<T, kSpan, false>(p, ln, sh, kraw, live, writes, key_row, valid, row0);
 
   // V: (v − μ_V)/σ_V per channel, as fp16 rows (BALANCED) or E4M3 staged for V^T (FAST).
+  if (p.v_raw) return;
   const bool fast = fp8_pv(p.mode);
   const int pitch = p.dpad + 4;
   float mv[8], sv[8];

@@ -30,6 +30,18 @@ bool small_kv_operand_ok(const Operand4& x, const AttnProblem& p) {
   return kv_rows_16b(x) && !(p.B > 1 && x.stride[0] == 0) && !(p.Hkv > 1 && x.stride[1] == 0);
 }
 
+// BALANCED on the sm90a kernel reads an fp16 V in place (AttnKernelParams::v_raw): its
+// canonical copy would be V itself (fp16 P·V needs no V scale, and the input is exact), so the
+// preparation neither reads nor writes V. Not with per-sequence key lengths (the canonical
+// copy zeroes the keys past them, which may hold anything: P = 0 times ±inf is NaN), and only
+// where TMA can address V (16-byte rows, positive strides: no broadcast).
+bool v_in_place(const ForwardPlan& plan, const AttnProblem& p) {
+  const Operand4& v = p.v;
+  return plan.sm90_wgmma && plan.mode == Mode::kBalanced && p.dtype == DType::kF16 &&
+         p.k_lengths == nullptr && kv_rows_16b(v) && (p.B == 1 || v.stride[0] > 0) &&
+         (p.Hkv == 1 || v.stride[1] > 0) && (p.Nk == 1 || v.stride[2] > 0);
+}
+
 // Whether the small kernel's shared memory fits, choosing the statistics exchange: by bulk
 // copies where their receive slots fit too (faster), else through a cluster barrier.
 bool small_fits(int dpad, int D, SmallAttnParams& s) {
@@ -281,6 +293,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.k_lengths = bcast_b ? nullptr : p.k_lengths;
     k.k_lengths_stride = p.k_lengths_stride;
     k.mode = plan.mode;
+    k.v_raw = v_in_place(plan, p);
     k.smooth_k = !exact && (p.flags & INT8ATTN_FLAG_SMOOTH_K) != 0;
     k.smooth_v = !exact && (p.flags & INT8ATTN_FLAG_SMOOTH_V) != 0;
     k.k_per_token = p.k_granularity == INT8ATTN_GRANULARITY_PER_TOKEN;
@@ -307,13 +320,15 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.q_factor = balance ? ws.take<float>(heads * plan.dpad) : nullptr;
     k.k_scale = ws.take<float>(heads * nk_pad);
     k.k_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * kbytes);
-    k.v_out = ws.take<uint8_t>(heads * nk_pad * plan.dpad * vbytes);
+    k.v_out = k.v_raw ? nullptr : ws.take<uint8_t>(heads * nk_pad * plan.dpad * vbytes);
     plan.run_prep = true;
     a.launch_early = k.chain;
 
     a.k = k.k_out;
     a.k_scale = k.k_scale;
-    a.v = k.v_out;
+    a.v = k.v_raw ? p.v.data : k.v_out;
+    a.v_raw = k.v_raw ? 1 : 0;
+    for (int i = 0; i < 4; ++i) a.v_stride[i] = p.v.stride[i];
     a.v_scale = k.v_scale;
     a.v_mean = k.v_mean;
     a.q_factor = k.q_factor;

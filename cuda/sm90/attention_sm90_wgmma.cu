@@ -83,6 +83,25 @@ bool map_q_rows(const AttnKernelParams& a, CUtensorMap* map) {
                    CU_TENSOR_MAP_SWIZZLE_NONE) == cudaSuccess;
 }
 
+// BALANCED's fp16 V, one channel block (T::VTile::kSpan bytes of every key) per TMA copy, as
+// [batch][head][key][channel]: the canonical heads ([1][heads][nk_pad][DPAD]), or the caller's
+// V in place (v_raw: [B][Hkv][Nk][D], zeros past D and Nk; the host checked its strides).
+template <class T>
+cudaError_t map_v_rows(const AttnKernelParams& a, cuuint64_t heads, CUtensorMap* map) {
+  constexpr cuuint32_t kBox[4] = {T::VTile::kSpan / 2, T::kBN, 1, 1};
+  cuuint64_t dims[4] = {T::kDpad, static_cast<cuuint64_t>(a.nk_pad), heads, 1};
+  cuuint64_t strides[3] = {T::kDpad * 2, dims[1] * T::kDpad * 2, dims[2] * dims[1] * T::kDpad * 2};
+  if (a.v_raw) {
+    dims[0] = static_cast<cuuint64_t>(a.D);
+    dims[1] = static_cast<cuuint64_t>(a.Nk);
+    dims[2] = static_cast<cuuint64_t>(a.Hkv);
+    dims[3] = static_cast<cuuint64_t>(a.B);
+    for (int i = 0; i < 3; ++i) strides[i] = static_cast<cuuint64_t>(a.v_stride[2 - i]) * 2;
+  }
+  return map_nd<4>(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, dims, strides,
+                   {kBox[0], kBox[1], kBox[2], kBox[3]}, swizzle_of(T::VTile::kSpan));
+}
+
 template <int DPAD, Mode MODE>
 cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   // K scales per 64-key block take the per-score scale multiply out of the softmax.
@@ -106,10 +125,8 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   if constexpr (MODE == Mode::kFast)  // rows of kBN keys, one swizzle span
     err = map_nd<3>(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_UINT8, a.v, {nk, DPAD, heads},
                     {nk, nk * DPAD}, {kBN, DPAD, 1}, swizzle_of(kBN));
-  else  // one channel block (T::VTile::kSpan bytes of every key) per TMA copy
-    err = map_nd<3>(&P.v_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, {DPAD, nk, heads},
-                    {DPAD * 2, nk * DPAD * 2}, {T::VTile::kSpan / 2, kBN, 1},
-                    swizzle_of(T::VTile::kSpan));
+  else
+    err = map_v_rows<T>(a, heads, &P.v_map);
   if (err != cudaSuccess) return err;
   if constexpr (T::kQTma) P.q_tma = map_q_rows<DPAD>(a, &P.q_map) ? 1 : 0;
 

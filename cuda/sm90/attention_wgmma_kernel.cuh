@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   visible_tiles<T>(p, work, lane, t_begin, t_end, min_hi);
   if (wg == 0) {
     dev::regs_dealloc<24>();
-    if (tid == 0) produce_kv_tiles(P, work.kv_head, sm, t_begin, t_end);
+    if (tid == 0) produce_kv_tiles(P, work, sm, t_begin, t_end);
     return;
   }
 

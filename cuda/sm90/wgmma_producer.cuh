@@ -1,7 +1,8 @@
 // The producer of the sm90a attention kernel: one thread streams the CTA's key tiles of K
-// (INT8), V (FAST: E4M3 V^T; BALANCED: fp16 V) and the per-key K scales into the ring of
-// shared-memory stages with TMA, each stage's "full" mbarrier counting the bytes in, and
-// refills a stage once its "empty" mbarrier says every consumer thread has read it.
+// (INT8), V (FAST: E4M3 V^T; BALANCED: fp16 V, canonical or the caller's) and the per-key K
+// scales into the ring of shared-memory stages with TMA, each stage's "full" mbarrier counting
+// the bytes in (a box's zero-filled part included), and refills a stage once its "empty"
+// mbarrier says every consumer thread has read it.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +13,13 @@
 namespace int8attn {
 
 template <class T>
-__device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_t kv_head,
+__device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, const CtaWork& work,
                                                  const Sm90Smem<T>& sm, int t_begin, int t_end) {
   const AttnKernelParams& p = P.a;
-  const float* gKs = p.k_scale + kv_head * p.nk_pad;
+  const float* gKs = p.k_scale + work.kv_head * p.nk_pad;
+  // BALANCED's V map: the canonical heads as [1][heads], or the caller's V as [B][Hkv] (v_raw).
+  const int v_head = p.v_raw ? work.hkv : static_cast<int>(work.kv_head);
+  const int v_batch = p.v_raw ? work.b : 0;
   for (int t = t_begin, n = 0; t < t_end; ++t, ++n) {
     const uint32_t st = Sm90Smem<T>::stage_index(n);
     // The stage's previous round (ring position n - kStages) must have been read.
@@ -27,7 +31,7 @@ __device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_
     const uint32_t ks_bytes =
         static_cast<uint32_t>(p.nk_pad - key0 < T::kBN ? p.nk_pad - key0 : T::kBN) * 4u;
     dev::mbar_arrive_expect_tx(&sm.full[st], T::kKBytes + T::kVBytes + ks_bytes);
-    const int head = static_cast<int>(kv_head);
+    const int head = static_cast<int>(work.kv_head);
 #pragma unroll
     for (int sl = 0; sl < T::KTile::kSlabs; ++sl)
       dev::tma_load_3d(sK + sl * T::KTile::kSlabBytes, &P.k_map, &sm.full[st], sl * T::KTile::kSpan,
@@ -37,8 +41,8 @@ __device__ __forceinline__ void produce_kv_tiles(const Sm90AttnParams& P, int64_
     } else {
 #pragma unroll
       for (int cb = 0; cb < T::VTile::kSlabs; ++cb)
-        dev::tma_load_3d(sV + cb * T::VTile::kSlabBytes, &P.v_map, &sm.full[st],
-                         cb * T::VTile::kSpan / 2, key0, head);
+        dev::tma_load_4d(sV + cb * T::VTile::kSlabBytes, &P.v_map, &sm.full[st],
+                         cb * T::VTile::kSpan / 2, key0, v_head, v_batch);
     }
     dev::bulk_load(sKs, gKs + key0, ks_bytes, &sm.full[st]);
   }

@@ -95,6 +95,7 @@ int32_t runs_mode(const Case& c) { return runs_exact(c.Nk, c.D) ? INT8ATTN_MODE_
 struct Outcome {
   t::Metrics vs_ref, vs_cpu;
   int64_t unwritten = 0;
+  uint64_t workspace = 0;  // int8attn_forward_workspace_size of the GPU call
   t::Metrics lse_vs_ref, lse_vs_cpu;
 };
 
@@ -172,6 +173,7 @@ class GpuAttention : public ::testing::Test {
       fp.mask_q_block = static_cast<int32_t>(c.mask_qb);
       fp.mask_k_block = static_cast<int32_t>(c.mask_kb);
     }
+    I8A_OK(int8attn_forward_workspace_size(&out.workspace, ctx_, &q, &k, &v, &fp));
     I8A_OK(int8attn_forward(ctx_, &q, &k, &v, &o, &fp));
     I8A_OK(int8attn_synchronize(ctx_, nullptr));
     CUDA_OK(cudaMemcpy(ho.data(), o.data, dout.bytes - qo_offset, cudaMemcpyDeviceToHost));
@@ -413,6 +415,47 @@ TEST_F(GpuAttention, MisalignedKAndVTakeTheStridedPreparation) {
       c.misaligned_q_o = true;
       run(c, r);
       expect_bar(c, r, name(c) + " misaligned Q/O/K/V, bf16 NHD, K per block");
+    }
+}
+
+// On Hopper, BALANCED with fp16 V reads V in place (the canonical fp16 copy would be V itself,
+// so the workspace holds none), through TMA at whatever strides it has: NHD views, GQA and MQA,
+// head dims whose channel box runs past D (40, 72), a ragged last key tile; bf16 V keeps its
+// converted copy, and so does fp16 V with per-sequence key lengths. 600 keys: past the EXACT
+// rule of few keys (runs_exact) at every one of these head dims.
+TEST_F(GpuAttention, BalancedReadsFp16VInPlace) {
+  cudaDeviceProp prop{};
+  const bool hopper = cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major == 9;
+  for (int64_t D : {40, 72, 128})
+    for (int64_t hkv : {4, 1}) {
+      Case c;
+      c.mode = INT8ATTN_MODE_BALANCED;
+      c.layout = t::Layout::NHD;
+      c.family = t::Family::ChannelBias;
+      c.B = 2;
+      c.Hq = 8;
+      c.Hkv = hkv;
+      c.Nq = 208;
+      c.Nk = 600;
+      c.D = D;
+      c.seed = static_cast<uint64_t>(D + hkv);
+      Outcome r, rb, rl;
+      run(c, r);
+      expect_bar(c, r, name(c) + " Hkv=" + std::to_string(hkv));
+      Case cb = c;
+      cb.dtype = INT8ATTN_DTYPE_BF16;
+      run(cb, rb);
+      expect_bar(cb, rb, name(cb) + " Hkv=" + std::to_string(hkv));
+      Case cl = c;
+      cl.k_lengths = {600, 350};
+      run(cl, rl);
+      expect_bar(cl, rl, name(cl) + " Hkv=" + std::to_string(hkv) + " key lengths");
+      if (!hopper) continue;
+      // The copy: B·Hkv heads of 640 keys (600 rounded up to the kernel's 128) × the padded
+      // head dim (D=40 runs as 64), fp16.
+      const uint64_t copy = static_cast<uint64_t>(c.B * hkv * 640 * ((D + 31) / 32 * 32) * 2);
+      EXPECT_GE(rb.workspace, r.workspace + copy) << name(c);
+      EXPECT_GE(rl.workspace, r.workspace + copy) << name(c);
     }
 }
 
