@@ -34,12 +34,14 @@ bool small_kv_operand_ok(const Operand4& x, const AttnProblem& p) {
 // canonical copy would be V itself (fp16 P·V needs no V scale, and the input is exact), so the
 // preparation neither reads nor writes V. Not with per-sequence key lengths (the canonical
 // copy zeroes the keys past them, which may hold anything: P = 0 times ±inf is NaN), and only
-// where TMA can address V (16-byte rows, positive strides: no broadcast).
+// where TMA can address V (16-byte rows, channels a multiple of 8, positive strides where the
+// extent is above 1: no broadcast).
 bool v_in_place(const ForwardPlan& plan, const AttnProblem& p) {
   const Operand4& v = p.v;
   return plan.sm90_wgmma && plan.mode == Mode::kBalanced && p.dtype == DType::kF16 &&
-         p.k_lengths == nullptr && kv_rows_16b(v) && (p.B == 1 || v.stride[0] > 0) &&
-         (p.Hkv == 1 || v.stride[1] > 0) && (p.Nk == 1 || v.stride[2] > 0);
+         p.k_lengths == nullptr && kv_rows_16b(v) && p.D % 8 == 0 &&
+         (p.B == 1 || v.stride[0] > 0) && (p.Hkv == 1 || v.stride[1] > 0) &&
+         (p.Nk == 1 || v.stride[2] > 0);
 }
 
 // Whether the small kernel's shared memory fits, choosing the statistics exchange: by bulk

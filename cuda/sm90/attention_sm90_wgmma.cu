@@ -85,21 +85,28 @@ bool map_q_rows(const AttnKernelParams& a, CUtensorMap* map) {
 
 // BALANCED's fp16 V, one channel block (T::VTile::kSpan bytes of every key) per TMA copy, as
 // [batch][head][key][channel]: the canonical heads ([1][heads][nk_pad][DPAD]), or the caller's
-// V in place (v_raw: [B][Hkv][Nk][D], zeros past D and Nk; the host checked its strides).
+// V in place (v_raw: [B][Hkv][Nk][D], zeros past D and Nk; the host checked that its strides
+// are positive multiples of 16 bytes where the extent is above 1; a dim of extent 1, whose
+// stride is never used and may be anything, gets the packed one).
 template <class T>
 cudaError_t map_v_rows(const AttnKernelParams& a, cuuint64_t heads, CUtensorMap* map) {
-  constexpr cuuint32_t kBox[4] = {T::VTile::kSpan / 2, T::kBN, 1, 1};
   cuuint64_t dims[4] = {T::kDpad, static_cast<cuuint64_t>(a.nk_pad), heads, 1};
-  cuuint64_t strides[3] = {T::kDpad * 2, dims[1] * T::kDpad * 2, dims[2] * dims[1] * T::kDpad * 2};
+  int64_t elem_strides[3] = {T::kDpad, a.nk_pad * T::kDpad, 0};
   if (a.v_raw) {
     dims[0] = static_cast<cuuint64_t>(a.D);
     dims[1] = static_cast<cuuint64_t>(a.Nk);
     dims[2] = static_cast<cuuint64_t>(a.Hkv);
     dims[3] = static_cast<cuuint64_t>(a.B);
-    for (int i = 0; i < 3; ++i) strides[i] = static_cast<cuuint64_t>(a.v_stride[2 - i]) * 2;
+    for (int i = 0; i < 3; ++i) elem_strides[i] = a.v_stride[2 - i];
+  }
+  cuuint64_t strides[3];
+  cuuint64_t natural = dims[0] * 2;
+  for (int i = 0; i < 3; ++i) {
+    strides[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(elem_strides[i]) * 2 : natural;
+    natural = strides[i] * dims[i + 1];
   }
   return map_nd<4>(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, dims, strides,
-                   {kBox[0], kBox[1], kBox[2], kBox[3]}, swizzle_of(T::VTile::kSpan));
+                   {T::VTile::kSpan / 2, T::kBN, 1, 1}, swizzle_of(T::VTile::kSpan));
 }
 
 template <int DPAD, Mode MODE>

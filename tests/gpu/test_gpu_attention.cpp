@@ -457,6 +457,25 @@ TEST_F(GpuAttention, BalancedReadsFp16VInPlace) {
       EXPECT_GE(rb.workspace, r.workspace + copy) << name(c);
       EXPECT_GE(rl.workspace, r.workspace + copy) << name(c);
     }
+  // A batch of one whose K/V have stride 0 there (an expanded tensor): that stride is never
+  // used, and V is still read in place.
+  Case c;
+  c.mode = INT8ATTN_MODE_BALANCED;
+  c.B = 1;
+  c.broadcast_kv = true;
+  c.Hq = 4;
+  c.Hkv = 2;
+  c.Nq = 300;
+  c.Nk = 700;
+  c.D = 64;
+  Outcome r, rb;
+  run(c, r);
+  expect_bar(c, r, name(c) + " batch stride 0");
+  Case cb = c;
+  cb.dtype = INT8ATTN_DTYPE_BF16;
+  run(cb, rb);
+  expect_bar(cb, rb, name(cb) + " batch stride 0");
+  if (hopper) EXPECT_GE(rb.workspace, r.workspace + 2u * 768u * 64u * 2u) << name(c);
 }
 
 // Non-finite inputs (issue 25): a NaN in Q, K or V reaches exactly the outputs it reaches on
