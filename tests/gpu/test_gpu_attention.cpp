@@ -475,7 +475,9 @@ TEST_F(GpuAttention, BalancedReadsFp16VInPlace) {
   cb.dtype = INT8ATTN_DTYPE_BF16;
   run(cb, rb);
   expect_bar(cb, rb, name(cb) + " batch stride 0");
-  if (hopper) EXPECT_GE(rb.workspace, r.workspace + 2u * 768u * 64u * 2u) << name(c);
+  if (hopper) {
+    EXPECT_GE(rb.workspace, r.workspace + 2u * 768u * 64u * 2u) << name(c);
+  }
 }
 
 // Non-finite inputs (issue 25): a NaN in Q, K or V reaches exactly the outputs it reaches on
