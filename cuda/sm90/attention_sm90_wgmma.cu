@@ -60,6 +60,21 @@ constexpr CUtensorMapSwizzle swizzle_of(int span) {
                       : CU_TENSOR_MAP_SWIZZLE_32B;
 }
 
+// Byte strides of dims 1..3 of a 4-D map over an fp16/bf16 tensor (dims innermost
+// first; elem_strides[i]: the element stride of dim i + 1): its own where the extent is above
+// 1, else the packed one (never used, but TMA wants a valid stride where the caller's may be
+// 0 or negative). False where a stride that is used is not positive.
+bool caller_strides(const cuuint64_t (&dims)[4], const int64_t (&elem_strides)[3],
+                    cuuint64_t (&strides)[3]) {
+  cuuint64_t natural = dims[0] * 2;
+  for (int i = 0; i < 3; ++i) {
+    if (dims[i + 1] > 1 && elem_strides[i] <= 0) return false;
+    strides[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(elem_strides[i]) * 2 : natural;
+    natural = strides[i] * dims[i + 1];
+  }
+  return true;
+}
+
 // The caller's Q [B][Hq][Nq][D] for the Q prologue's tensor copies (wgmma_q_prologue.cuh): one
 // box is a consumer warp's 16 rows, kLanes 8-channel chunks wide (zeros past D). Only where a
 // warp's 16 packed rows lie in one q-head (no GQA, or Nq a multiple of 16) and the layout is one
@@ -71,13 +86,7 @@ bool map_q_rows(const AttnKernelParams& a, CUtensorMap* map) {
   const cuuint64_t dims[4] = {static_cast<cuuint64_t>(a.D), static_cast<cuuint64_t>(a.Nq),
                               static_cast<cuuint64_t>(a.Hq), static_cast<cuuint64_t>(a.B)};
   cuuint64_t strides[3];
-  cuuint64_t natural = dims[0] * 2;  // a dim of extent 1 gets the packed stride (never used)
-  for (int i = 0; i < 3; ++i) {
-    const int64_t st = a.q_stride[2 - i] * 2;
-    if (dims[i + 1] > 1 && st <= 0) return false;
-    strides[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(st) : natural;
-    natural = strides[i] * dims[i + 1];
-  }
+  if (!caller_strides(dims, {a.q_stride[2], a.q_stride[1], a.q_stride[0]}, strides)) return false;
   constexpr cuuint32_t kWidth = QChunks<DPAD>::kLanes * 8;
   return map_nd<4>(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, a.q, dims, strides, {kWidth, 16, 1, 1},
                    CU_TENSOR_MAP_SWIZZLE_NONE) == cudaSuccess;
@@ -85,9 +94,7 @@ bool map_q_rows(const AttnKernelParams& a, CUtensorMap* map) {
 
 // BALANCED's fp16 V, one channel block (T::VTile::kSpan bytes of every key) per TMA copy, as
 // [batch][head][key][channel]: the canonical heads ([1][heads][nk_pad][DPAD]), or the caller's
-// V in place (v_raw: [B][Hkv][Nk][D], zeros past D and Nk; the host checked that its strides
-// are positive multiples of 16 bytes where the extent is above 1; a dim of extent 1, whose
-// stride is never used and may be anything, gets the packed one).
+// V in place (v_raw: [B][Hkv][Nk][D], zeros past D and Nk; the host checked its strides).
 template <class T>
 cudaError_t map_v_rows(const AttnKernelParams& a, cuuint64_t heads, CUtensorMap* map) {
   cuuint64_t dims[4] = {T::kDpad, static_cast<cuuint64_t>(a.nk_pad), heads, 1};
@@ -100,11 +107,7 @@ cudaError_t map_v_rows(const AttnKernelParams& a, cuuint64_t heads, CUtensorMap*
     for (int i = 0; i < 3; ++i) elem_strides[i] = a.v_stride[2 - i];
   }
   cuuint64_t strides[3];
-  cuuint64_t natural = dims[0] * 2;
-  for (int i = 0; i < 3; ++i) {
-    strides[i] = dims[i + 1] > 1 ? static_cast<cuuint64_t>(elem_strides[i]) * 2 : natural;
-    natural = strides[i] * dims[i + 1];
-  }
+  if (!caller_strides(dims, elem_strides, strides)) return cudaErrorInvalidValue;
   return map_nd<4>(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, a.v, dims, strides,
                    {T::VTile::kSpan / 2, T::kBN, 1, 1}, swizzle_of(T::VTile::kSpan));
 }
