@@ -18,7 +18,10 @@
  *   elements, a stride of 0 broadcasts). The caller owns all tensor memory.
  * - Streams are `void*` (a `cudaStream_t`, NULL = the legacy default stream); they are ignored
  *   for CPU tensors. GPU calls never synchronise the host and never allocate on the hot path
- *   once the workspace is large enough, so they can be captured into a CUDA graph.
+ *   once the workspace is large enough, so they can be captured into a CUDA graph. A captured
+ *   call's workspace stays allocated for the graph's replays until the context is destroyed
+ *   (also when a later, larger call grows the workspace); during a capture the context's
+ *   workspace cannot grow (see int8attn_context_reserve_workspace()).
  * - Destroy functions accept NULL.
  * - Handles (context, K/V cache, policy) carry a tag: every function that takes one checks that
  *   it is a live handle of the expected kind and otherwise returns
@@ -110,7 +113,9 @@ enum int8attn_status_values {
   INT8ATTN_ERROR_BAD_DEVICE = 108,           /**< Unknown device, or mixed devices. */
   INT8ATTN_ERROR_SIZE_OVERFLOW = 109,        /**< A size overflows 64-bit/int32 indexing. */
   INT8ATTN_ERROR_CAPACITY_EXCEEDED = 110,    /**< A K/V cache would grow past its capacity. */
-  INT8ATTN_ERROR_WORKSPACE_TOO_SMALL = 111,  /**< The caller's workspace is too small. */
+  INT8ATTN_ERROR_WORKSPACE_TOO_SMALL = 111,  /**< The caller's workspace is too small, or the
+                                                  context's would have to grow while the call's
+                                                  stream captures a CUDA graph. */
   INT8ATTN_ERROR_BAD_VALUE = 112,            /**< A scalar is out of range (NaN scale, …). */
   INT8ATTN_ERROR_INVALID_HANDLE = 113,       /**< Not a live handle of the expected kind (one
                                                   destroyed, or a context passed as a policy, …;
@@ -309,6 +314,14 @@ INT8ATTN_API void int8attn_context_destroy(int8attn_context_t* context);
 /**
  * @brief Make sure the context's own workspace holds at least @p bytes (allocates now, so that
  *        later forward calls allocate nothing, e.g. before CUDA-graph capture).
+ *
+ * A call made while its stream captures a CUDA graph cannot grow the workspace (an allocation
+ * would invalidate the capture): it fails with ::INT8ATTN_ERROR_WORKSPACE_TOO_SMALL unless the
+ * workspace already holds what int8attn_forward_workspace_size() reports (or an eager call of
+ * the same shape ran before). The buffer a captured call used is never freed while the context
+ * lives: when a later call needs more, it is kept for the graph and a larger one allocated, so
+ * replays stay valid. Reserving the largest size before the first capture avoids keeping such
+ * buffers.
  * @param[in] context The context.
  * @param[in] device_type Which workspace: ::INT8ATTN_DEVICE_CUDA (device memory) or
  *            ::INT8ATTN_DEVICE_CPU (host scratch).
@@ -493,7 +506,8 @@ typedef struct int8attn_forward_params_t {
   int32_t timestep;                    /**< Step index for @p policy; ignored without a policy. */
   int32_t reserved0;                   /**< Must be 0. */
   void* workspace;          /**< Optional caller workspace on the tensors' device; NULL = the
-                                 context's own (grown on demand). */
+                                 context's own (grown on demand, except during a CUDA-graph
+                                 capture: int8attn_context_reserve_workspace()). */
   uint64_t workspace_bytes; /**< Size of @p workspace. */
   void* stream;             /**< cudaStream_t for GPU tensors; NULL = default stream. */
 } int8attn_forward_params_t;

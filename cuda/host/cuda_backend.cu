@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "cuda/host/cuda_check.h"
 #include "cuda/host/forward_plan.h"
+#include "cuda/host/graph_safe_workspace.h"
 #include "cuda/host/kernel_dispatch.h"
 #include "cuda/host/kv_cache_cuda.h"
 #include "cuda/common/aux_kernels.h"
@@ -96,7 +97,8 @@ class CudaBackend final : public Backend {
 
   void quantize(const QuantizeProblem& p) override {
     DeviceGuard guard(dev_.id);
-    float* ws = static_cast<float*>(workspace(quantize_workspace_floats(p) * sizeof(float)));
+    float* ws = static_cast<float*>(
+        workspace(quantize_workspace_floats(p) * sizeof(float), p.stream, "params->stream"));
     cuda_check(launch_quantize(p, ws, static_cast<cudaStream_t>(p.stream)), "quantize kernel");
   }
 
@@ -116,7 +118,8 @@ class CudaBackend final : public Backend {
       throw Error(INT8ATTN_ERROR_NOT_SUPPORTED,
                   "predict_block_mask on the GPU supports at most 4096 key blocks; got " +
                       std::to_string(p.nkb) + " (raise k_block)");
-    float* ws = static_cast<float*>(workspace(block_mask_workspace_floats(p) * sizeof(float)));
+    float* ws = static_cast<float*>(
+        workspace(block_mask_workspace_floats(p) * sizeof(float), p.stream, "params->stream"));
     cuda_check(launch_predict_block_mask(p, ws, static_cast<cudaStream_t>(p.stream)),
                "block-mask prediction kernel");
   }
@@ -126,14 +129,14 @@ class CudaBackend final : public Backend {
     return make_cuda_kv_cache(spec, *this, static_cast<cudaStream_t>(stream));
   }
 
-  void* workspace(size_t bytes) override {
-    if (bytes > workspace_.size()) {
-      DeviceGuard guard(dev_.id);
-      // Growing frees the old buffer: wait for work that may still use it.
+  void* workspace(size_t bytes, void* stream, const char* stream_arg) override {
+    const bool capturing = stream != nullptr && stream_capturing(stream);
+    if (bytes <= workspace_.size()) return workspace_.get(bytes, capturing, stream_arg, [] {});
+    DeviceGuard guard(dev_.id);  // growing allocates, and may synchronise, on this device
+    return workspace_.get(bytes, capturing, stream_arg, [] {
+      // Freeing the old buffer: wait for work that may still use it.
       cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before growing the workspace");
-      workspace_.resize(bytes + bytes / 4);
-    }
-    return workspace_.get();
+    });
   }
 
   bool fp8_available() const override { return device_runs_fp8(dev_); }
@@ -148,9 +151,20 @@ class CudaBackend final : public Backend {
     return p.cache != nullptr ? cuda_kv_cache_params(*p.cache) : AttnKernelParams{};
   }
 
+  // Whether `stream` is capturing a CUDA graph. A failed query (the legacy stream while another
+  // stream captures in global mode) counts as capturing: nothing may allocate then either.
+  static bool stream_capturing(void* stream) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
+      return true;
+    }
+    return status != cudaStreamCaptureStatusNone;
+  }
+
   DeviceInfo dev_;
   std::string name_;
-  DeviceBuffer workspace_;
+  GraphSafeWorkspace<DeviceBuffer> workspace_;
 };
 
 }  // namespace

@@ -28,7 +28,7 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(o.bytes_) {}
+      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
 
   // Reallocate to exactly `bytes` (contents are not kept).
   void resize(size_t bytes) {

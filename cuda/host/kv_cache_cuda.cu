@@ -72,7 +72,8 @@ class CudaKvCache final : public KvCacheImpl {
     DeviceGuard guard(spec_.device_id);
     if (length_ == 0) {
       const int64_t floats = kv_stats_partial_floats(static_cast<int>(heads_), dpad_);
-      p.partials = static_cast<float*>(backend_.workspace(floats * sizeof(float)));
+      p.partials =
+          static_cast<float*>(backend_.workspace(floats * sizeof(float), a.stream, "stream"));
       cuda_check(launch_kv_stats(p, s), "cache statistics kernel launch");
     }
     cuda_check(launch_kv_quantize(p, s, length_ == 0), "cache quantization kernel launch");

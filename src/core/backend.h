@@ -38,8 +38,11 @@ class Backend {
   virtual std::unique_ptr<KvCacheImpl> create_cache(const CacheSpec& spec, void* stream) = 0;
 
   // The backend's own workspace, grown to at least `bytes` (may allocate; not on a hot path
-  // once reserved). Returns a pointer valid until the next call that grows it.
-  virtual void* workspace(size_t bytes) = 0;
+  // once reserved), for a call on `stream` (null for none: a reservation), which the caller's
+  // argument `stream_arg` names in errors. Returns a pointer valid until the next call that
+  // grows it; on the GPU also for CUDA graphs that captured calls using it, as long as the
+  // backend lives (cuda/host/graph_safe_workspace.h).
+  virtual void* workspace(size_t bytes, void* stream, const char* stream_arg) = 0;
   virtual void synchronize(void* stream) = 0;
   // Whether FAST's FP8 P·V runs here (the CPU emulates it; GPUs need FP8 tensor cores and
   // kernels compiled for them). The core maps FAST to BALANCED where not (common/modes.h).

@@ -82,7 +82,7 @@ void Context::forward(AttnProblem& p, void* caller_workspace, uint64_t caller_wo
     p.workspace = caller_workspace;
     p.workspace_bytes = static_cast<size_t>(caller_workspace_bytes);
   } else if (need > 0) {
-    p.workspace = be.workspace(need);
+    p.workspace = be.workspace(need, p.stream, "params->stream");
     p.workspace_bytes = need;
   } else {
     p.workspace = nullptr;
@@ -100,7 +100,7 @@ void Context::reserve_workspace(int32_t device_type, uint64_t bytes) {
                     "; must be INT8ATTN_DEVICE_CPU (1) or INT8ATTN_DEVICE_CUDA (2)");
   }
   Backend& be = backend(device_type, "device_type");
-  if (bytes > 0) be.workspace(static_cast<size_t>(bytes));
+  if (bytes > 0) be.workspace(static_cast<size_t>(bytes), nullptr, "stream");
 }
 
 void Context::synchronize(void* stream) {

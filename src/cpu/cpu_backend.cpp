@@ -59,7 +59,7 @@ class CpuBackend final : public Backend {
     return std::make_unique<cpu::CpuKvCache>(spec, &pool_);
   }
 
-  void* workspace(size_t bytes) override {
+  void* workspace(size_t bytes, void*, const char*) override {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     return scratch_.empty() ? nullptr : scratch_.data();
   }

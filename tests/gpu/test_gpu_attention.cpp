@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -1135,6 +1137,164 @@ TEST_F(GpuAttention, PredictedMaskWithKeepRatioOneKeepsEverything) {
     EXPECT_LE(kept, 3);
     EXPECT_EQ(got[row * 8], 1);
   }
+}
+
+// CUDA graphs. A captured forward bakes the context's workspace address into the graph; a
+// later, larger call grows the workspace, and the graph's replays must still write into memory
+// the context keeps (cuda/host/graph_safe_workspace.h), not into a freed buffer that a new
+// allocation may now own. And a capture that would need the workspace to grow is refused
+// before anything is allocated inside it.
+struct GraphCall {
+  DeviceTensor dq, dk, dv, dout;
+  int8attn_tensor_t q{}, k{}, v{}, o{};
+  GraphCall(int64_t B, int64_t H, int64_t N, int64_t D, uint64_t seed) {
+    const t::Inputs in = t::make_inputs(t::Family::Gaussian, B, H, H, N, N, D, seed);
+    auto dev = [&](const std::vector<float>& x, DeviceTensor& d) {
+      return upload(t::HostTensor::from_values(x, INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D),
+                    d);
+    };
+    q = dev(in.q, dq);
+    k = dev(in.k, dk);
+    v = dev(in.v, dv);
+    o = upload(t::HostTensor(INT8ATTN_DTYPE_F16, t::Layout::HND, B, H, N, D), dout);
+    cudaMemset(dout.ptr, 0xff, dout.bytes);  // NaN poison
+  }
+  std::vector<uint16_t> output() const {
+    std::vector<uint16_t> h(dout.bytes / 2);
+    cudaMemcpy(h.data(), dout.ptr, dout.bytes, cudaMemcpyDeviceToHost);
+    return h;
+  }
+};
+
+// A non-blocking stream for the scope, and forward params in `mode` on it.
+struct GraphStream {
+  cudaStream_t s = nullptr;
+  GraphStream() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
+  ~GraphStream() { cudaStreamDestroy(s); }
+  GraphStream(const GraphStream&) = delete;
+  GraphStream& operator=(const GraphStream&) = delete;
+  int8attn_forward_params_t params(int32_t mode) const {
+    int8attn_forward_params_t fp;
+    int8attn_forward_params_init(&fp);
+    fp.mode = mode;
+    fp.stream = s;
+    return fp;
+  }
+};
+
+// `c`'s forward captured on fp.stream into a graph (destroyed with the scope, instantiated in
+// `exec` when the forward succeeded): the forward's status and message, or the CUDA call that
+// failed (a capture the library invalidated fails at cudaStreamEndCapture).
+struct Captured {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  int8attn_status_t status = INT8ATTN_ERROR_DEVICE;
+  std::string message;
+  Captured(int8attn_context_t* ctx, GraphCall& c, const int8attn_forward_params_t& fp,
+           cudaStreamCaptureMode mode) {
+    const cudaStream_t s = static_cast<cudaStream_t>(fp.stream);
+    if (cudaStreamBeginCapture(s, mode) != cudaSuccess) {
+      message = "cudaStreamBeginCapture failed";
+      return;
+    }
+    status = int8attn_forward(ctx, &c.q, &c.k, &c.v, &c.o, &fp);
+    message = status == INT8ATTN_OK ? "" : int8attn_last_error();
+    if (cudaStreamEndCapture(s, &graph) != cudaSuccess) {
+      status = INT8ATTN_ERROR_DEVICE;
+      message = "cudaStreamEndCapture failed: the capture was invalidated";
+      return;
+    }
+    if (status == INT8ATTN_OK && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+      status = INT8ATTN_ERROR_DEVICE;
+      message = "cudaGraphInstantiate failed";
+    }
+  }
+  ~Captured() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+  }
+  Captured(const Captured&) = delete;
+  Captured& operator=(const Captured&) = delete;
+};
+
+// A replayed output against the eager one (fp16 bits): the same kernels on the same inputs,
+// which only the statistics' atomic sums may round apart. Counts elements still poisoned.
+double replay_rel_l1(const std::vector<uint16_t>& eager, const std::vector<uint16_t>& replayed,
+                     int64_t& unwritten) {
+  double diff = 0, norm = 0;
+  unwritten = 0;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    unwritten += replayed[i] == 0xffff ? 1 : 0;
+    const float a = t::half_to_float(eager[i]), b = t::half_to_float(replayed[i]);
+    diff += std::fabs(a - b);
+    norm += std::fabs(a);
+  }
+  return diff / norm;
+}
+
+TEST_F(GpuAttention, CapturedForwardsSurviveWorkspaceGrowth) {
+  const GraphStream stream;
+  const int8attn_forward_params_t fp = stream.params(INT8ATTN_MODE_FAST);
+  GraphCall small(1, 4, 1024, 64, 11);
+  I8A_OK(int8attn_forward(ctx_, &small.q, &small.k, &small.v, &small.o, &fp));  // warm-up
+  I8A_OK(int8attn_synchronize(ctx_, stream.s));
+  const std::vector<uint16_t> eager = small.output();
+  const Captured cap(ctx_, small, fp, cudaStreamCaptureModeThreadLocal);
+  ASSERT_EQ(cap.status, INT8ATTN_OK) << cap.message;
+
+  // A call needing a much larger workspace, then memory allocated after it: in the freed
+  // buffer's place, had the workspace freed the one the graph holds.
+  {
+    GraphCall large(1, 16, 8192, 128, 12);
+    I8A_OK(int8attn_forward(ctx_, &large.q, &large.k, &large.v, &large.o, &fp));
+    I8A_OK(int8attn_synchronize(ctx_, stream.s));
+  }
+  uint64_t small_ws = 0;
+  I8A_OK(int8attn_forward_workspace_size(&small_ws, ctx_, &small.q, &small.k, &small.v, &fp));
+  DeviceTensor bystander(4 * small_ws);
+  ASSERT_NE(bystander.ptr, nullptr);
+  CUDA_OK(cudaMemset(bystander.ptr, 0x5a, bystander.bytes));
+
+  CUDA_OK(cudaMemset(small.dout.ptr, 0xff, small.dout.bytes));
+  for (int i = 0; i < 3; ++i) CUDA_OK(cudaGraphLaunch(cap.exec, stream.s));
+  CUDA_OK(cudaStreamSynchronize(stream.s));
+  int64_t unwritten = 0;
+  EXPECT_LE(replay_rel_l1(eager, small.output(), unwritten), 1e-3);
+  EXPECT_EQ(unwritten, 0);
+  std::vector<uint8_t> left(bystander.bytes);
+  CUDA_OK(cudaMemcpy(left.data(), bystander.ptr, left.size(), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(std::count(left.begin(), left.end(), uint8_t{0x5a}),
+            static_cast<std::ptrdiff_t>(left.size()))
+      << "a graph replay wrote into memory the context no longer owns";
+}
+
+TEST_F(GpuAttention, CaptureThatNeedsWorkspaceGrowthIsRefused) {
+  const GraphStream stream;
+  const int8attn_forward_params_t fp = stream.params(INT8ATTN_MODE_BALANCED);
+  GraphCall call(1, 4, 1024, 128, 13);
+  {
+    // The refusal allocates and synchronises nothing, so the capture ends valid.
+    const Captured refused(ctx_, call, fp, cudaStreamCaptureModeGlobal);
+    EXPECT_EQ(refused.status, INT8ATTN_ERROR_WORKSPACE_TOO_SMALL) << refused.message;
+    EXPECT_NE(refused.message.find("params->stream is capturing a CUDA graph"), std::string::npos)
+        << refused.message;
+    EXPECT_NE(refused.message.find("int8attn_context_reserve_workspace"), std::string::npos)
+        << refused.message;
+  }
+  // Reserved first, the same capture works and its replay computes the call.
+  uint64_t need = 0;
+  I8A_OK(int8attn_forward_workspace_size(&need, ctx_, &call.q, &call.k, &call.v, &fp));
+  I8A_OK(int8attn_context_reserve_workspace(ctx_, INT8ATTN_DEVICE_CUDA, need));
+  const Captured cap(ctx_, call, fp, cudaStreamCaptureModeGlobal);
+  ASSERT_EQ(cap.status, INT8ATTN_OK) << cap.message;
+  CUDA_OK(cudaGraphLaunch(cap.exec, stream.s));
+  CUDA_OK(cudaStreamSynchronize(stream.s));
+  const std::vector<uint16_t> replayed = call.output();
+  I8A_OK(int8attn_forward(ctx_, &call.q, &call.k, &call.v, &call.o, &fp));
+  I8A_OK(int8attn_synchronize(ctx_, stream.s));
+  int64_t unwritten = 0;
+  EXPECT_LE(replay_rel_l1(call.output(), replayed, unwritten), 1e-3);
+  EXPECT_EQ(unwritten, 0);
 }
 
 }  // namespace

@@ -101,6 +101,53 @@ def test_replace_attention_policy_arguments():
     assert proc.mode == int8attn.Mode.DEFAULT
 
 
+# ---- CUDA graphs ------------------------------------------------------------------------------
+def test_capture_with_a_policy_that_changes_modes_warns_once(monkeypatch):
+    # A graph replays what it captured: with torch.compile(mode="reduce-overhead") every step
+    # runs the recorded step's mode. The processor says so, once, when it sees a capture.
+    capturing = {"now": False}
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing["now"])
+    proc = int8attn.Int8AttnProcessor(policy=int8attn.TimestepPolicy(4), route="always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proc.set_timestep(0)
+        proc._check_capture()  # no capture: nothing to say
+        capturing["now"] = True
+        proc._check_capture()  # the same step is looked at once
+    proc.set_timestep(1)
+    with pytest.warns(UserWarning, match=r"CUDA graph .*\(exact, fast\).* every replay runs "
+                                         r"step 1's mode \(fast\)"):
+        proc._check_capture()
+    proc.set_timestep(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        proc._check_capture()  # once per processor
+
+
+def test_capture_with_a_policy_of_one_mode_is_silent(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    proc = int8attn.Int8AttnProcessor(
+        policy=int8attn.TimestepPolicy(4, default_mode="fast", edge_mode="fast"), route="always")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for t in range(4):
+            proc.set_timestep(t)
+            proc._check_capture()
+
+
+def test_cpu_calls_never_query_a_cuda_stream(monkeypatch):
+    def no_cuda():
+        raise AssertionError("a CPU call asked whether a CUDA stream captures")
+
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", no_cuda)
+    q, k, v = qkv()
+    proc = int8attn.Int8AttnProcessor(policy=int8attn.TimestepPolicy(3), route="always")
+    for t in range(3):
+        proc.set_timestep(t)
+        _processor_out(proc, q, k, v)
+    assert proc.stats["int8attn"] == 3
+
+
 # ---- the op and the package's names -----------------------------------------------------------
 def _run_python(code: str) -> subprocess.CompletedProcess:
     env = dict(os.environ)

@@ -218,7 +218,9 @@ class Context(_Handle):
         self._own(out.value)
 
     def reserve_workspace(self, nbytes: int, device: str = "cuda") -> None:
-        """Allocate at least ``nbytes`` of workspace now (e.g. before CUDA-graph capture).
+        """Allocate at least ``nbytes`` of workspace now (e.g. before CUDA-graph capture: a
+        call being captured cannot grow the workspace, and the buffer a captured call used
+        stays allocated for the graph until the context is closed, see ``docs/diffusers.md``).
 
         Args:
             nbytes: Requested size in bytes.

@@ -297,6 +297,9 @@ class Int8AttnProcessor:
         self._text_kv: Dict[int, _TextKV] = {}
         self._key_lengths = _KeyLengths()
         self._step_mode: Dict[Optional[int], int] = {}
+        # The sampler step whose first call looked for a CUDA-graph capture (_check_capture).
+        self._capture_checked_step: Optional[int] = None
+        self._capture_warned = False
         self._op_id = _torch_op.register_processor(self)
         # The fastest mode these calls run in (FAST > BALANCED > EXACT): what a compiled graph
         # routes by (a policy's later set_mode calls are not seen by graphs compiled before).
@@ -341,6 +344,32 @@ class Int8AttnProcessor:
             t = min(max(self.timestep, 0), len(self.policy) - 1)
             m = self._step_mode[self.timestep] = int(self.policy.mode(t))
         return m
+
+    def _check_capture(self) -> None:
+        """Warn once when this processor's calls are captured into a CUDA graph while its
+        policy changes the mode between sampler steps: a graph replays the kernels it
+        captured, so every replay runs the captured step's mode (``torch.compile(...,
+        mode="reduce-overhead")`` records a graph at one step and replays it at the others).
+        Looked at on the first call of each step: one query of the stream a step."""
+        if self._capture_checked_step == self.timestep or self._capture_warned:
+            return
+        self._capture_checked_step = self.timestep
+        if not torch.cuda.is_current_stream_capturing():
+            return
+        modes = sorted({int(m) for m in self.policy.modes()})
+        if len(modes) < 2:
+            return
+        self._capture_warned = True
+        names = ", ".join(Mode(m).name.lower() for m in modes)
+        warnings.warn(
+            f"int8attn: a CUDA graph is capturing the attention of a processor whose timestep "
+            f"policy changes the precision mode between sampler steps ({names}); a graph "
+            f"replays what it captured, so every replay runs step {self.timestep}'s mode "
+            f"({Mode(self._mode_now()).name.lower()}) and the routing decided then, whatever "
+            f"the step. For the policy's per-step modes run without CUDA graphs (torch.compile's "
+            f"default mode, or mode='max-autotune-no-cudagraphs'); for graphs, give a fixed "
+            f"mode (replace_attention_with_int8(pipe, mode='fast') without num_inference_steps)",
+            stacklevel=3)
 
     # -- the attention itself
     def attention(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
@@ -396,6 +425,9 @@ class Int8AttnProcessor:
         path), from :meth:`_masked`, which has made the routing decision on the call's own
         shape (its K and V may hold only the kept keys)."""
         mode = self._mode_now()
+        if (self.policy is not None and self.timestep is not None and self.mode == Mode.DEFAULT
+                and query.is_cuda):
+            self._check_capture()
         if (fallback_fn is not None and k_lengths is None
                 and self.routes_to_sdpa(query, key, layout, mode)):
             self._count("sdpa_routed")
