@@ -15,7 +15,9 @@ ran its host side up to twice as slow, whichever configuration came second, whic
 UNet steps read as a 0.54x "slowdown". Even in fresh processes the first compiled configuration
 of a run measured 4-5% slower (SDXL), so read compiled steps over two or more rounds. The
 graphs dynamo captures are compared (node counts, and whether the operations are identical to
-the first configuration's).
+the first configuration's). ``cudagraphs`` is ``compile`` with ``mode="reduce-overhead"``: every
+step a CUDA-graph replay, so host time drops out (diffusers' recommended setting; a policy's
+steps then all replay the mode of the step the graph recorded, see docs/diffusers.md).
 
 Usage::
 
@@ -75,11 +77,16 @@ def time_steps(fn: Any, step: Any, warmup: int, steps: int) -> List[float]:
     return times
 
 
-def compiled_in_child(args: argparse.Namespace, config: str, with_graph: bool) -> Dict[str, Any]:
+# torch.compile's mode for each compiled --modes entry.
+COMPILE_MODES = {"compile": None, "cudagraphs": "reduce-overhead"}
+
+
+def compiled_in_child(args: argparse.Namespace, config: str, with_graph: bool,
+                      mode: str) -> Dict[str, Any]:
     """One compiled configuration timed in a fresh process (``--child``); its JSON result."""
     cmd = [sys.executable, os.path.abspath(__file__), "--model", args.model, "--configs", config,
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--out", args.out,
-           "--child"] + (["--child-graph"] if with_graph else []) + (
+           "--child", "--child-mode", mode] + (["--child-graph"] if with_graph else []) + (
                ["--layers", str(args.layers)] if args.layers else [])
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -94,7 +101,9 @@ def main() -> int:
     ap.add_argument("--model", required=True, choices=pm.MODEL_NAMES)
     ap.add_argument("--configs", default="sdpa,policy",
                     help="comma list, the first the reference (default sdpa,policy)")
-    ap.add_argument("--modes", default="eager,compile", help="eager, compile or both")
+    ap.add_argument("--modes", default="eager,compile",
+                    help="comma list of eager, compile (torch.compile's default mode) and "
+                         "cudagraphs (mode='reduce-overhead'); default eager,compile")
     ap.add_argument("--rounds", type=int, default=2, help="rounds per mode (default 2)")
     ap.add_argument("--steps", type=int, default=10, help="timed steps per configuration")
     ap.add_argument("--warmup", type=int, default=4, help="steps before timing")
@@ -104,6 +113,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--child-graph", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--child-mode", default="compile", help=argparse.SUPPRESS)
     args = ap.parse_args()
     configs = args.configs.split(",")
     modes = args.modes.split(",")
@@ -111,8 +121,9 @@ def main() -> int:
     if unknown or len(set(configs)) != len(configs):
         ap.error(f"--configs: unknown or repeated {', '.join(unknown) or args.configs} "
                  f"(choose from {', '.join(P.CONFIGS)})")
-    if not modes or any(m not in ("eager", "compile") for m in modes):
-        ap.error(f"--modes: expected eager and/or compile, got {args.modes!r}")
+    if not modes or len(set(modes)) != len(modes) or any(
+            m not in ("eager", *COMPILE_MODES) for m in modes):
+        ap.error(f"--modes: expected eager, compile and/or cudagraphs, got {args.modes!r}")
     if args.rounds < 1 or args.steps < 1 or args.warmup < 0:
         ap.error("--rounds and --steps must be >= 1, --warmup >= 0")
     if not torch.cuda.is_available():
@@ -147,7 +158,8 @@ def main() -> int:
             child["graph_nodes"] = len(ops)
             child["graph_sha1"] = hashlib.sha1(repr(ops).encode()).hexdigest()
         torch._dynamo.reset()
-        child["times"] = time_steps(torch.compile(model), step, args.warmup, args.steps)
+        compiled = torch.compile(model, mode=COMPILE_MODES[args.child_mode])
+        child["times"] = time_steps(compiled, step, args.warmup, args.steps)
         print(json.dumps(child), flush=True)
         return 0
 
@@ -159,9 +171,10 @@ def main() -> int:
     for mode in modes:
         for r in range(args.rounds):
             for config in configs if r % 2 == 0 else configs[::-1]:
-                if mode == "compile":
-                    child = compiled_in_child(args, config, with_graph=r == 0)
-                    if r == 0:
+                if mode in COMPILE_MODES:
+                    # dynamo's graphs are the same in either compile mode: recorded once
+                    child = compiled_in_child(args, config, config not in graphs, mode)
+                    if "graph_nodes" in child:
                         graphs[config] = {"nodes": child["graph_nodes"],
                                           "sha1": child["graph_sha1"]}
                     times = child["times"]
