@@ -1315,6 +1315,43 @@ def test_joint_padding_masks():
     assert kl.get_joint(joint(9, 6).float(), 2, 9) is None  # bool only
 
 
+def test_masks_not_read_inside_a_cuda_graph_capture(monkeypatch):
+    """Inside a CUDA-graph capture a mask cannot be read on the host (a synchronisation there is
+    an error): a mask not read before reads as no padding mask, so its call runs SDPA with it,
+    and nothing is kept, so the next call outside the capture reads it. A mask read before
+    the capture keeps its answer (nothing to read)."""
+    kl = _processors._KeyLengths()
+    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
+    mask[1, ..., 5:] = False
+    m = torch.arange(9)[None, :] < torch.tensor([9, 6])[:, None]
+    joint = (m[:, None, :] & m[:, :, None])[:, None]
+    capturing = {"now": True}
+    monkeypatch.setattr(_processors._KeyLengths, "unreadable",
+                        staticmethod(lambda x: capturing["now"]))
+    assert kl.get(mask, 2, 7) is None and kl.get_joint(joint, 2, 9) is None
+    capturing["now"] = False
+    lengths = kl.get(mask, 2, 7)
+    assert lengths.tolist() == [7, 5]
+    capturing["now"] = True
+    assert kl.get(mask, 2, 7) is lengths  # read before: its answer, without a read
+    # The processor's masked call then runs its SDPA fallback, counted.
+    proc = int8attn.Int8AttnProcessor(mode="fast", route="always")
+    q = randn(2, 7, 2, 32, seed=80)
+    k, v = randn(2, 600, 2, 32, seed=81), randn(2, 600, 2, 32, seed=82)
+    pad = torch.ones(2, 1, 1, 600, dtype=torch.bool)
+    pad[1, ..., 550:] = False
+
+    def sdpa():
+        return _processors.stock_sdpa_nhd(q, k, v, pad)
+
+    out = proc._masked(q, k, v, pad, "NHD", False, None, sdpa)
+    assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 0
+    torch.testing.assert_close(out, sdpa())
+    capturing["now"] = False
+    proc._masked(q, k, v, pad, "NHD", False, None, sdpa)
+    assert proc.stats["int8attn"] == 1  # outside the capture the mask is read
+
+
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 def test_wrapped_calls_take_joint_and_float_padding_masks(layout):
     """Through the wrapped processors' SDPA and dispatch entry points, eager: a joint padding

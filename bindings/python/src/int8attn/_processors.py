@@ -160,10 +160,20 @@ class _KeyLengths:
         # a view made anew in every call is the same elements of the same (kept) base
         anchor = mask if mask._base is None else mask._base
         if not (self.key == key and self.mask() is anchor):
+            if self.unreadable(mask):
+                return None
             self.answer = self._read(mask, batch, keys)
             self.key, self.mask = key, weakref.ref(anchor)
         answer = self.answer
         return answer if answer is None or holes or answer.order is None else None
+
+    @staticmethod
+    def unreadable(mask: torch.Tensor) -> bool:
+        """Whether reading ``mask`` on the host now would break a CUDA-graph capture (a host
+        synchronisation inside one is an error): a mask not read before the capture is then
+        no padding mask to int8attn, and its call runs SDPA with it, which a graph captures.
+        Asked only where the mask would be read (not for the kept answer)."""
+        return mask.is_cuda and torch.cuda.is_current_stream_capturing()
 
     def _read(self, mask: torch.Tensor, batch: int, keys: int) -> Optional[_Padding]:
         rows = mask[:, 0, :] if mask.dim() == 3 else mask[:, 0, 0, :]
@@ -215,6 +225,8 @@ class _KeyLengths:
         anchor = mask if mask._base is None else mask._base
         if self.key == key and self.mask() is anchor:
             return self.answer
+        if self.unreadable(mask):
+            return None
         m = mask[:, 0]
         first = m[:, 0, :]  # the first query's keys: [B or 1, N]
         lengths = first.sum(1, dtype=torch.int32)
