@@ -882,6 +882,25 @@ def test_lean_rotary_is_bit_identical(dtype, sequence_dim):
     assert torch.equal(out.view(torch.uint8), ref.view(torch.uint8))
 
 
+def test_rotary_first_call_check_waits_for_a_call_outside_a_capture(monkeypatch):
+    """A rotary stand-in's first call compares int8attn's result with the original's bit for
+    bit: a host synchronisation, which a CUDA-graph capture cannot contain. Inside one the
+    original's result is used unchecked; the first call outside checks."""
+    from int8attn import _rotary
+
+    class CapturedOut:  # stands in for a CUDA tensor written inside the capture
+        is_cuda = True
+
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    state = {"checked": False, "ok": False}
+    ref = randn(2, 3, seed=90)
+    assert _rotary._first_call_checked(state, CapturedOut(), lambda: ref) is ref
+    assert not state["checked"]
+    out = ref.clone()
+    assert _rotary._first_call_checked(state, out, lambda: ref) is out  # a CPU call: checked
+    assert state == {"checked": True, "ok": True}
+
+
 def test_rotary_fast_path_matches_the_general_one():
     """The per-call path for torch tensors (what the processors use) gives int8attn.rotary's
     bits, declines what it does not cover, and raises the library's errors."""

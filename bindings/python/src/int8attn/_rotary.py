@@ -211,10 +211,14 @@ class _TableCache:
 def _first_call_checked(state: Dict[str, bool], out: torch.Tensor,
                         reference: Callable[[], Any]) -> Any:
     """``out`` if it equals ``reference()`` bit for bit on the stand-in's first call (then
-    always), else the reference's result, and ``state["ok"]`` turns False for good."""
+    always), else the reference's result, and ``state["ok"]`` turns False for good. Inside a
+    CUDA-graph capture the comparison (a host synchronisation) cannot run: such a call
+    returns the reference's result unchecked, and the first call outside checks."""
     if state["checked"]:
         return out
     ref = reference()
+    if out.is_cuda and torch.cuda.is_current_stream_capturing():
+        return ref
     state["checked"] = True
     state["ok"] = (isinstance(ref, torch.Tensor) and ref.dtype == out.dtype
                    and ref.shape == out.shape
