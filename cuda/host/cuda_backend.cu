@@ -151,15 +151,18 @@ class CudaBackend final : public Backend {
     return p.cache != nullptr ? cuda_kv_cache_params(*p.cache) : AttnKernelParams{};
   }
 
-  // Whether `stream` is capturing a CUDA graph. A failed query (the legacy stream while another
-  // stream captures in global mode) counts as capturing: nothing may allocate then either.
+  // Whether `stream` is capturing a CUDA graph. The legacy stream, while a blocking stream
+  // captures, answers cudaErrorStreamCaptureImplicit: that counts as capturing (nothing may
+  // allocate then either). Any other error is an earlier launch's, left for the next CUDA call
+  // to report.
   static bool stream_capturing(void* stream) {
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+    const cudaError_t err = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &status);
+    if (err == cudaErrorStreamCaptureImplicit) {
       (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
       return true;
     }
-    return status != cudaStreamCaptureStatusNone;
+    return err == cudaSuccess && status != cudaStreamCaptureStatusNone;
   }
 
   DeviceInfo dev_;

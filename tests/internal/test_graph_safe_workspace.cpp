@@ -57,7 +57,7 @@ TEST_F(GraphSafeWorkspaceTest, GrowsWithHeadroomAndFreesAfterIdleWithoutCaptures
   GraphSafeWorkspace<FakeBuffer> ws;
   void* a = ws.get(100, false, "params->stream", idle());
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(ws.size(), 125u);  // a quarter of headroom
+  EXPECT_EQ(ws.size(), 125u);                                  // a quarter of headroom
   EXPECT_EQ(ws.get(125, false, "params->stream", idle()), a);  // fits: no new allocation
   ws.get(400, false, "params->stream", idle());
   EXPECT_EQ(ws.size(), 500u);
