@@ -492,3 +492,111 @@ def test_sageattn_as_comfyui_calls_it(device):
     out = int8attn.sageattn(q, k, v, attn_mask=per_query, tensor_layout="NHD", route="always")
     ref = F.scaled_dot_product_attention(*hnd, attn_mask=per_query.cpu()).transpose(1, 2)
     assert rel_l1(out, ref) < 1e-2 and _sage.stats["sdpa_masked"] == 1
+
+
+# ---- CUDA graphs (docs/diffusers.md#cuda-graphs) --------------------------------------------------
+def captured(fn):
+    """``fn`` warmed up on a side stream, then captured by torch.cuda.graph (PyTorch's recipe)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_REASON)
+def test_cuda_graph_replays_after_the_workspace_grew():
+    """A replay writes where the capture's workspace was: after a larger call grew the
+    context's workspace, that buffer is still the context's, so memory allocated since (small
+    torch tensors in fresh segments, where a freed buffer's addresses would be reused) stays
+    untouched, and the replay still computes the call."""
+    ctx = int8attn.Context()  # its own workspace, grown only by this test
+    q, k, v = (randn(1, 4, 1024, 64, device="cuda", seed=s) for s in (40, 41, 42))
+    out = torch.empty_like(q)
+    graph = captured(lambda: int8attn.attention(q, k, v, mode="fast", out=out, context=ctx))
+    torch.cuda.synchronize()
+    eager = out.clone()
+    big = [randn(1, 16, 8192, 128, device="cuda", seed=s) for s in (43, 44, 45)]
+    int8attn.attention(*big, mode="fast", context=ctx)
+    torch.cuda.synchronize()
+    del big
+    torch.cuda.empty_cache()
+    bystanders = [torch.full((1 << 20,), 7, dtype=torch.uint8, device="cuda") for _ in range(64)]
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert not out.isnan().any()
+    assert rel_l1(out, eager.double().cpu()) < 1e-3  # only the statistics' atomics differ
+    assert all(bool((b == 7).all()) for b in bystanders), "a replay wrote into freed memory"
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_REASON)
+def test_cuda_graph_capture_that_needs_workspace_is_refused():
+    ctx = int8attn.Context()
+    q, k, v = (randn(1, 4, 1024, 64, device="cuda", seed=s) for s in (46, 47, 48))
+    # Sizes the call and starts the context's CUDA backend, allocating no workspace.
+    need = int8attn.forward_workspace_size(q, k, v, mode="fast", context=ctx)
+    assert need > 0
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(int8attn.Int8AttnError, match="capturing a CUDA graph"):
+        with torch.cuda.graph(graph):
+            int8attn.attention(q, k, v, mode="fast", context=ctx)
+    ctx.reserve_workspace(need)
+    out = torch.empty_like(q)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # no warm-up needed once reserved
+        int8attn.attention(q, k, v, mode="fast", out=out, context=ctx)
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = int8attn.attention(q, k, v, mode="fast", context=ctx)
+    assert rel_l1(out, eager.double().cpu()) < 1e-3
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_REASON)
+def test_cuda_graph_of_a_policy_step_warns_and_a_masked_call_runs_sdpa():
+    """A processor whose policy changes modes, recorded at another step than its warm-up (as
+    torch.compile's cudagraph trees record), says the graph fixes the mode; a masked call
+    whose mask was not read before the capture runs SDPA with it inside the capture."""
+    proc = int8attn.Int8AttnProcessor(policy=int8attn.TimestepPolicy(4), route="always")
+    q, k, v = (randn(1, 600, 4, 64, device="cuda", seed=s) for s in (50, 51, 52))
+    proc.set_timestep(1)  # FAST: the warm-up grows the workspace the capture needs
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        proc.attention(q, k, v, layout="NHD")
+    torch.cuda.current_stream().wait_stream(side)
+    proc.set_timestep(2)  # FAST too
+    graph = torch.cuda.CUDAGraph()
+    with pytest.warns(UserWarning, match="every replay runs step 2's mode"):
+        with torch.cuda.graph(graph):
+            proc.attention(q, k, v, layout="NHD")
+
+    masked = int8attn.Int8AttnProcessor(mode="fast", route="always")
+    out = torch.empty_like(q)
+
+    def call():
+        mask = torch.ones(1, 1, 1, 600, dtype=torch.bool, device="cuda")
+        mask[..., 550:] = False  # a new tensor every call, as the models make theirs
+
+        def sdpa():
+            return F.scaled_dot_product_attention(
+                q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                attn_mask=mask).transpose(1, 2)
+
+        out.copy_(masked._masked(q, k, v, mask, "NHD", False, None, sdpa))
+
+    graph = captured(call)  # the warm-up calls read their masks: int8attn with k_lengths
+    assert masked.stats["int8attn"] == 2 and masked.stats["fallback"] == 1
+    out.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    mask = torch.ones(1, 1, 1, 600, dtype=torch.bool)
+    mask[..., 550:] = False
+    hnd = [x.transpose(1, 2).double().cpu() for x in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*hnd, attn_mask=mask).transpose(1, 2)
+    assert rel_l1(out, ref) < 1e-2
