@@ -40,7 +40,9 @@ pub const INT8ATTN_ERROR_BAD_DEVICE: int8attn_status_values = 108;
 pub const INT8ATTN_ERROR_SIZE_OVERFLOW: int8attn_status_values = 109;
 #[doc = "< A K/V cache would grow past its capacity."]
 pub const INT8ATTN_ERROR_CAPACITY_EXCEEDED: int8attn_status_values = 110;
-#[doc = "< The caller's workspace is too small."]
+#[doc = "< The caller's workspace is too small, or the"]
+#[doc = "context's would have to grow while the call's"]
+#[doc = "stream captures a CUDA graph."]
 pub const INT8ATTN_ERROR_WORKSPACE_TOO_SMALL: int8attn_status_values = 111;
 #[doc = "< A scalar is out of range (NaN scale, …)."]
 pub const INT8ATTN_ERROR_BAD_VALUE: int8attn_status_values = 112;
@@ -485,6 +487,14 @@ extern "C" {
 extern "C" {
     #[doc = " @brief Make sure the context's own workspace holds at least @p bytes (allocates now, so that"]
     #[doc = "        later forward calls allocate nothing, e.g. before CUDA-graph capture)."]
+    #[doc = ""]
+    #[doc = " A call made while its stream captures a CUDA graph cannot grow the workspace (an allocation"]
+    #[doc = " would invalidate the capture): it fails with ::INT8ATTN_ERROR_WORKSPACE_TOO_SMALL unless the"]
+    #[doc = " workspace already holds what int8attn_forward_workspace_size() reports (or an eager call of"]
+    #[doc = " the same shape ran before). The buffer a captured call used is never freed while the context"]
+    #[doc = " lives: when a later call needs more, it is kept for the graph and a larger one allocated, so"]
+    #[doc = " replays stay valid. Reserving the largest size before the first capture avoids keeping such"]
+    #[doc = " buffers."]
     #[doc = " @param[in] context The context."]
     #[doc = " @param[in] device_type Which workspace: ::INT8ATTN_DEVICE_CUDA (device memory) or"]
     #[doc = "            ::INT8ATTN_DEVICE_CPU (host scratch)."]
@@ -905,7 +915,8 @@ pub struct int8attn_forward_params_t {
     #[doc = "< Must be 0."]
     pub reserved0: i32,
     #[doc = "< Optional caller workspace on the tensors' device; NULL = the"]
-    #[doc = "context's own (grown on demand)."]
+    #[doc = "context's own (grown on demand, except during a CUDA-graph"]
+    #[doc = "capture: int8attn_context_reserve_workspace())."]
     pub workspace: *mut ::std::os::raw::c_void,
     #[doc = "< Size of @p workspace."]
     pub workspace_bytes: u64,
