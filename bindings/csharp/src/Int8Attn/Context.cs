@@ -365,7 +365,8 @@ namespace Int8Attn
             finally { Exit(); }
         }
 
-        /// <summary>Make the context's own workspace at least <paramref name="bytes"/> large now.</summary>
+        /// <summary>Make the context's own workspace at least <paramref name="bytes"/> large now
+        /// (before capturing a CUDA graph: a call being captured cannot grow it).</summary>
         public void ReserveWorkspace(DeviceType device, ulong bytes)
         {
             Enter();

@@ -31,7 +31,8 @@ namespace Int8Attn
         SizeOverflow = 109,
         /// <summary>A K/V cache would grow past its capacity.</summary>
         CapacityExceeded = 110,
-        /// <summary>The caller's workspace is too small.</summary>
+        /// <summary>The caller's workspace is too small, or the context's would have to grow
+        /// while the call's stream captures a CUDA graph.</summary>
         WorkspaceTooSmall = 111,
         /// <summary>A scalar parameter is out of range.</summary>
         BadValue = 112,

@@ -262,7 +262,8 @@ impl Context {
         check(unsafe { sys::int8attn_predict_block_mask(self.as_raw(), q.as_raw(), k.as_raw(), mask.as_raw(), params.as_raw()) })
     }
 
-    /// Make the context's own workspace at least `bytes` large now.
+    /// Make the context's own workspace at least `bytes` large now (before capturing a CUDA
+    /// graph: a call being captured cannot grow it).
     pub fn reserve_workspace(&self, device: DeviceType, bytes: u64) -> Result<()> {
         // SAFETY: valid handle.
         check(unsafe { sys::int8attn_context_reserve_workspace(self.as_raw(), device.to_raw(), bytes) })
