@@ -40,9 +40,9 @@ class GraphSafeWorkspace {
                         std::to_string(bytes) + " bytes of the context's workspace, which holds " +
                         std::to_string(current_.size()) +
                         " (it cannot grow during a capture: an allocation would invalidate it); "
-                        "reserve the workspace before capturing "
-                        "(int8attn_context_reserve_workspace, int8attn_forward_workspace_size) "
-                        "or pass params->workspace");
+                        "run the call once before capturing, or reserve the workspace "
+                        "(int8attn_context_reserve_workspace; a forward call's size: "
+                        "int8attn_forward_workspace_size)");
       }
       if (captured_) {
         retired_bytes_ += current_.size();
