@@ -45,7 +45,6 @@ class GraphSafeWorkspace {
                         "int8attn_forward_workspace_size)");
       }
       if (captured_) {
-        retired_bytes_ += current_.size();
         retired_.push_back(std::move(current_));
         captured_ = false;
       } else if (current_.size() > 0) {
@@ -59,13 +58,16 @@ class GraphSafeWorkspace {
 
   size_t size() const { return current_.size(); }
   // Bytes held for graphs only: buffers captured calls used before the workspace grew.
-  size_t retired_bytes() const { return retired_bytes_; }
+  size_t retired_bytes() const {
+    size_t n = 0;
+    for (const Buffer& b : retired_) n += b.size();
+    return n;
+  }
 
  private:
   Buffer current_;
   bool captured_ = false;  // a captured call used current_
   std::vector<Buffer> retired_;
-  size_t retired_bytes_ = 0;
 };
 
 }  // namespace int8attn
