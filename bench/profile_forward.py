@@ -55,13 +55,20 @@ def kernel_times(call, calls: int = 50) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("shape", choices=sorted(SHAPES))
+    ap.add_argument("shape", help="a name from bench.py (" + ", ".join(sorted(SHAPES))
+                    + ") or NAME=B:Hq:Hkv:Nq:Nk:D")
     ap.add_argument("mode", choices=("exact", "balanced", "fast"))
     ap.add_argument("--k-granularity", choices=("token", "block"), default=None)
     ap.add_argument("--kernel-times", action="store_true",
                     help="mean device time per kernel over 50 calls (torch profiler)")
     args = ap.parse_args()
-    B, Hq, Hkv, Nq, Nk, D = SHAPES[args.shape]
+    if "=" in args.shape:
+        dims = args.shape.split("=", 1)[1]
+        B, Hq, Hkv, Nq, Nk, D = (int(x) for x in dims.split(":"))
+    elif args.shape in SHAPES:
+        B, Hq, Hkv, Nq, Nk, D = SHAPES[args.shape]
+    else:
+        ap.error(f"unknown shape {args.shape!r}: use a name from bench.py or NAME=B:Hq:Hkv:Nq:Nk:D")
     torch.manual_seed(0)
     q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)
     k = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
