@@ -1,9 +1,11 @@
 // Programmatic dependent launch (sm_90 and later): how the kernels of one forward overlap their
 // launches. A kernel launched "early" (launch.cuh) may become resident while the kernel before
 // it in the stream still runs; it must call wait_previous_kernels() before it reads anything
-// that kernel wrote or writes anything it reads. Every kernel calls start_next_kernel() first
-// thing, which lets the next early launch proceed once all of this grid's CTAs have started.
-// Launched the ordinary way (or compiled below sm_90) both are no-ops.
+// an earlier kernel of the call wrote, and before it writes anything. The caller's tensors are
+// complete before a call's first kernel (launched the ordinary way) begins, so they may be read
+// before the wait. Every kernel calls start_next_kernel() first thing, which lets the next early
+// launch proceed once all of this grid's CTAs have started. Launched the ordinary way (or
+// compiled below sm_90) both are no-ops.
 #pragma once
 
 namespace int8attn {

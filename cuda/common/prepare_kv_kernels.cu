@@ -33,7 +33,10 @@ constexpr int stats_min_ctas() {
 template <typename T, bool kKvVec, bool kQVec>
 __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
     stats_kernel(const KvPrepParams p, int tokens_per_cta, int rows_per_cta) {
-  dev::chain_kernels();
+  // Launched behind the fill: K, V and Q are the caller's, complete before the call's first
+  // kernel began, so the passes over them run before the fill is waited for; only the global
+  // accumulators and counters (the fill's) come after the wait.
+  dev::start_next_kernel();
   __shared__ float s_acc[kStats + 1][256];  // the last row: max |q|
   __shared__ float s_tmp[8 * kTileThreads];
   __shared__ bool s_last;
@@ -56,6 +59,7 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
                                         tid, kTileThreads, s_acc[kStats]);
   }
   __syncthreads();
+  dev::wait_previous_kernels();
   float* acc = p.partials + static_cast<int64_t>(head) * (kStats + 1) * p.dpad;
   // K/V's rows (none where the range holds no valid token), then max |q|'s (with balancing).
   const int first = j0 < j1 ? 0 : kStats * p.D,
@@ -109,7 +113,7 @@ template <typename T, bool kVec, int kSpan>
 __global__ void __launch_bounds__(prep::TileLanes<kSpan>::kThreads,
                                   1024 / prep::TileLanes<kSpan>::kThreads)
     kv_quantize_kernel(const KvPrepParams p) {
-  dev::chain_kernels();
+  dev::start_next_kernel();  // quantize_tile waits for the statistics after its loads
   extern __shared__ __align__(16) uint8_t s_vt[];  // FAST: [64 tokens][dpad + 4]
   __shared__ prep::TileShared sh;
   prep::quantize_tile<T, kVec, kSpan>(p, blockIdx.x, blockIdx.y, sh, s_vt);

@@ -21,6 +21,7 @@
 #include "cuda/common/attention_params.h"
 #include "cuda/common/int8_groups.cuh"
 #include "cuda/common/mma.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/common/prepare_kv.h"
 #include "cuda/common/prepare_kv_bodies.cuh"
 
@@ -210,6 +211,11 @@ __device__ __forceinline__ void quantize_tile(const KvPrepParams& p, int tile, i
                                     : make_uint4(0, 0, 0, 0);
     }
   }
+  // Everything above reads only the caller's K, V and key lengths, complete before the call's
+  // first kernel began; the head's constants and every write wait for the kernels before this
+  // one (a no-op unless launched early, pdl.cuh), so the loads fly during their tail.
+  dev::wait_previous_kernels();
+
   // Keys past the batch's valid length are written as padding (zeros, scale 1), not quantized:
   // no row sees them, and V scaled by a σ taken over the valid keys alone could overflow fp16
   // there, where a masked key's P of 0 times ±inf would make NaN.

@@ -34,6 +34,7 @@
 #include <cstdint>
 
 #include "cuda/common/attention_common.cuh"
+#include "cuda/common/pdl.cuh"
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_mainloop.cuh"
 #include "cuda/sm90/wgmma_producer.cuh"
@@ -106,7 +107,7 @@ template <int DPAD, Mode MODE, bool KBLOCK>
 __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ Sm90AttnParams P) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  dev::chain_kernels();
+  dev::start_next_kernel();
   using T = Sm90Traits<DPAD, MODE>;
   const AttnKernelParams& p = P.a;
   extern __shared__ uint8_t smem_raw[];
@@ -121,6 +122,10 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   __syncthreads();  // the only CTA-wide barrier: barriers initialised
   if constexpr (T::kQTma)
     if (P.q_tma && tid == 0) produce_q_rows(P, work, sm);  // first: Q is the consumers' first need
+  // Shared memory, barriers and Q's copies need nothing of the preparation (Q is the caller's,
+  // complete before the call's first kernel began): they run during its tail when this kernel
+  // was launched early. Everything below reads what it wrote.
+  dev::wait_previous_kernels();
 
   int t_begin, t_end, min_hi;
   visible_tiles<T>(p, work, lane, t_begin, t_end, min_hi);
