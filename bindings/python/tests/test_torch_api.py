@@ -135,6 +135,20 @@ def test_capture_with_a_policy_of_one_mode_is_silent(monkeypatch):
             proc._check_capture()
 
 
+def test_module_timestep_on_the_device_inside_a_capture_is_refused(monkeypatch):
+    # Int8Attention reads its timestep on the host; inside a capture that read would end the
+    # capture, so a device tensor is refused there with the argument and the remedy named.
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    m = int8attn.Int8Attention(2, 16, num_timesteps=10)
+    q = torch.randn(1, 2, 8, 16)
+    with pytest.raises(RuntimeError, match=r"timestep: a meta tensor .*CUDA graph.*Python int"):
+        m(q, q, q, timestep=torch.tensor([3], device="meta"))
+    # Host values stay readable inside a capture (the module's own CPU path here).
+    ref = int8attn.Int8Attention(2, 16, num_timesteps=10)(q, q, q, timestep=3)
+    torch.testing.assert_close(m(q, q, q, timestep=torch.tensor([3])), ref)
+    torch.testing.assert_close(m(q, q, q, timestep=3), ref)
+
+
 def test_cpu_calls_never_query_a_cuda_stream(monkeypatch):
     def no_cuda():
         raise AssertionError("a CPU call asked whether a CUDA stream captures")

@@ -51,6 +51,14 @@ def _timestep_index(timestep: Any, num_timesteps: int) -> Optional[int]:
     if timestep is None:
         return None
     if isinstance(timestep, torch.Tensor):
+        # Reading a device tensor synchronises with the host, which ends a CUDA graph capture
+        # with an error that names neither the argument nor a remedy.
+        if timestep.device.type != "cpu" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                f"timestep: a {timestep.device.type} tensor cannot be read while a CUDA graph is "
+                "capturing (reading it waits for the device); pass the step as a Python int or "
+                "a CPU tensor (the graph then replays that step's mode at every replay), or "
+                "build Int8Attention(use_adaptive_scaling=False) for one mode at every step")
         timestep = timestep.flatten()[0].item() if timestep.numel() else None
         if timestep is None:
             return None

@@ -600,3 +600,25 @@ def test_cuda_graph_of_a_policy_step_warns_and_a_masked_call_runs_sdpa():
     hnd = [x.transpose(1, 2).double().cpu() for x in (q, k, v)]
     ref = F.scaled_dot_product_attention(*hnd, attn_mask=mask).transpose(1, 2)
     assert rel_l1(out, ref) < 1e-2
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason=CUDA_REASON)
+def test_cuda_graph_refuses_a_module_timestep_on_the_device():
+    """Int8Attention reads its timestep on the host: inside a capture a CUDA timestep is refused
+    by name (its read would end the capture), and a Python int records that step's mode."""
+    m = int8attn.Int8Attention(4, 64, num_timesteps=10, mode="fast")
+    q, k, v = (randn(1, 4, 512, 64, device="cuda", seed=s) for s in (53, 54, 55))
+    m(q, k, v, timestep=5)  # grows the default context's workspace outside the capture
+    t_dev = torch.tensor([5], device="cuda")  # a host-to-device copy: not inside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="timestep: a cuda tensor"):
+        with torch.cuda.graph(graph):
+            m(q, k, v, timestep=t_dev)
+    out = torch.empty_like(q)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out.copy_(m(q, k, v, timestep=5))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert rel_l1(out, m(q, k, v, timestep=5).double().cpu()) < 1e-3
