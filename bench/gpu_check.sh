@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Everything the GPU machine is for, in one call (or two: --no-bench, then --bench-only): build (unless a build is carried in), GPU
 # tests, compute-sanitizer memcheck (every test) + racecheck (a subset), the Python GPU tests, the CLI's
-# main job, and the benchmark against torch SDPA. Logs and results go to $OUT (or
-# bench/results/run-<date>); the benchmark table is printed last.
+# main job, and the benchmark against torch SDPA. Logs and results go to bench/results/run-<date>;
+# on the lent GPU machine ($OUT set, which brings back at most 8 files) they are written to a
+# scratch folder and packed after every step into $OUT/gpu_check.tgz, beside plain copies of the
+# summary log and the benchmark table, so a run stopped by its time limit still returns what it
+# did. The benchmark table is printed last.
 #
 #   bash bench/gpu_check.sh [--build-dir DIR] [--quick] [--skip-sanitizer] [--shapes a,b]
 #                           [--no-bench | --bench-only]
@@ -20,11 +23,20 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-OUTDIR="${OUT:-bench/results/run-$(date +%Y%m%d-%H%M%S)}"
+if [ -n "${OUT:-}" ]; then OUTDIR="$(mktemp -d)/gpu_check"; else
+  OUTDIR="bench/results/run-$(date +%Y%m%d-%H%M%S)"; fi
 mkdir -p "$OUTDIR"
 LOG="$OUTDIR/gpu_check.log"
 status=0
-step() { echo "=== $* ($(date +%T))" | tee -a "$LOG"; }
+# What the previous steps wrote, into $OUT (nothing to do without it).
+pack() {
+  [ -n "${OUT:-}" ] || return 0
+  tar czf "$OUT/gpu_check.tgz" -C "$(dirname "$OUTDIR")" "$(basename "$OUTDIR")"
+  cp "$LOG" "$OUT/"
+  if [ -f "$OUTDIR/bench_table.md" ]; then cp "$OUTDIR/bench_table.md" "$OUT/"; fi
+}
+trap pack EXIT
+step() { pack; echo "=== $* ($(date +%T))" | tee -a "$LOG"; }
 
 step "device"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1 | tee -a "$LOG"
@@ -96,5 +108,5 @@ step "benchmark"
 python3 bench/bench.py $QUICK $SHAPES --out "$OUTDIR" 2>"$OUTDIR/bench.log" | tee "$OUTDIR/bench_table.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || { tail -n 30 "$OUTDIR/bench.log"; status=1; }
 fi  # BENCH
-echo "gpu_check status: $status (logs in $OUTDIR)"
+echo "gpu_check status: $status (logs in ${OUT:+$OUT/gpu_check.tgz, from }$OUTDIR)"
 exit $status
