@@ -28,18 +28,17 @@ def main() -> None:
     ap.add_argument("--k-granularity", choices=("token", "block"), default=None,
                     help="K scale granularity of the forward calls (default: the library's)")
     args = ap.parse_args()
-    shapes = {s[0]: s[1:] for s in bench.SQUARE + bench.DIFFUSION + bench.DECODE}
     ctx = int8attn.Context()
     label = os.path.basename(os.path.dirname(os.path.dirname(
         os.environ.get("INT8ATTN_LIBRARY", "default/lib/x"))))
     if args.k_granularity:
         label += f"/k-{args.k_granularity}"
 
-    for name in args.shapes.split(","):
-        if "=" in name:
-            name, dims = name.split("=")
-            shapes[name] = tuple(int(x) for x in dims.split(":"))
-        B, Hq, Hkv, Nq, Nk, D = shapes[name]
+    try:
+        shapes = [bench.named_shape(spec) for spec in args.shapes.split(",")]
+    except ValueError as e:
+        ap.error(str(e))
+    for name, (B, Hq, Hkv, Nq, Nk, D) in shapes:
         torch.manual_seed(0)
         q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)
         k = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)

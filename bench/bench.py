@@ -45,6 +45,24 @@ DECODE = [(f"decode_b{b}_nk{nk // 1024}k", b, 32, 8, 1, nk, 128)
 MODES = ("exact", "balanced", "fast")
 
 
+def named_shape(spec: str) -> tuple:
+    """(name, (B, Hq, Hkv, Nq, Nk, D)) of a shape named in SQUARE, DIFFUSION or DECODE, or given
+    as NAME=B:Hq:Hkv:Nq:Nk:D (the form bench/ab_time.py and bench/profile_forward.py take)."""
+    if "=" in spec:
+        name, dims = spec.split("=", 1)
+        try:
+            values = tuple(int(x) for x in dims.split(":"))
+        except ValueError:
+            values = ()
+        if len(values) != 6:
+            raise ValueError(f"shape {spec!r}: expected NAME=B:Hq:Hkv:Nq:Nk:D (six integers)")
+        return name, values
+    for s in SQUARE + DIFFUSION + DECODE:
+        if s[0] == spec:
+            return spec, tuple(s[1:])
+    raise ValueError(f"unknown shape {spec!r}: a name from bench.py or NAME=B:Hq:Hkv:Nq:Nk:D")
+
+
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 

@@ -62,13 +62,10 @@ def main() -> None:
     ap.add_argument("--kernel-times", action="store_true",
                     help="mean device time per kernel over 50 calls (torch profiler)")
     args = ap.parse_args()
-    if "=" in args.shape:
-        dims = args.shape.split("=", 1)[1]
-        B, Hq, Hkv, Nq, Nk, D = (int(x) for x in dims.split(":"))
-    elif args.shape in SHAPES:
-        B, Hq, Hkv, Nq, Nk, D = SHAPES[args.shape]
-    else:
-        ap.error(f"unknown shape {args.shape!r}: use a name from bench.py or NAME=B:Hq:Hkv:Nq:Nk:D")
+    try:
+        _, (B, Hq, Hkv, Nq, Nk, D) = bench.named_shape(args.shape)
+    except ValueError as e:
+        ap.error(str(e))
     torch.manual_seed(0)
     q = torch.randn(B, Hq, Nq, D, device="cuda", dtype=torch.float16)
     k = torch.randn(B, Hkv, Nk, D, device="cuda", dtype=torch.float16)
