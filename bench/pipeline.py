@@ -15,6 +15,10 @@ call of the denoiser on the CFG batch — is timed under each configuration:
     policy      int8attn.replace_attention_with_int8(model, mode="fast", num_inference_steps=S):
                 the first and last of S steps run EXACT; int8attn.set_timestep(model, i) before
                 step i; the mean step time over the S steps is reported
+    routed      int8attn.replace_attention_with_int8(model, mode="fast", route="sdpa"): the
+                processors' other one-pass work (rotary embedding, Q/K norms) with every
+                attention call in SDPA; its step against fast's is what int8attn's attention
+                alone changes in the step (bench/step_ab.py reports it)
 
 in eager mode and under ``torch.compile(model)``. Between configurations the model's original
 processors are put back (``model.set_attn_processor``), so the weights are shared.
@@ -81,7 +85,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipeline_models as pm  # noqa: E402
 
 STOCK = ("sdpa", "sdpa_cudnn")
-INT8 = ("balanced", "fast", "policy")
+INT8 = ("balanced", "fast", "policy", "routed")
 CONFIGS = STOCK + INT8
 MODES = ("eager", "compile")
 SEED = 0
@@ -98,8 +102,8 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=",".join(pm.MODEL_NAMES),
                    help=f"comma list of {', '.join(pm.MODEL_NAMES)} (default: all)")
-    p.add_argument("--configs", default=",".join(CONFIGS),
-                   help=f"comma list of {', '.join(CONFIGS)} (default: all)")
+    p.add_argument("--configs", default=",".join(c for c in CONFIGS if c != "routed"),
+                   help=f"comma list of {', '.join(CONFIGS)} (default: all but routed)")
     p.add_argument("--compile-modes", default=",".join(MODES),
                    help="comma list of eager, compile (default: both)")
     p.add_argument("--steps", type=int, default=6,
@@ -371,6 +375,8 @@ def install(model: torch.nn.Module, config: str, steps: int) -> Any:
 
     if config == "policy":
         int8attn.replace_attention_with_int8(model, mode="fast", num_inference_steps=steps)
+    elif config == "routed":
+        int8attn.replace_attention_with_int8(model, mode="fast", route="sdpa")
     else:
         int8attn.replace_attention_with_int8(model, mode=config)
     return model._int8attn_processor

@@ -19,9 +19,19 @@ the first configuration's). ``cudagraphs`` is ``compile`` with ``mode="reduce-ov
 step a CUDA-graph replay, so host time drops out (diffusers' recommended setting; a policy's
 steps then all replay the mode of the step the graph recorded, see docs/diffusers.md).
 
+Attention inside the step: with ``routed`` among the configurations (int8attn's processors, every
+attention call in SDPA), each other int8attn configuration's step is compared with it round by
+round, so the difference is what int8attn's attention alone saves a step (the rotary embedding
+and norms are in both). With ``sdpa`` too, one more eager step of stock with CUDA events around
+every SDPA call gives stock's attention time A, and int8attn's attention inside the step is read
+as A / (A - saving) times faster. (Events around int8attn's own calls read them high, see
+docs/diffusers.md; the step difference does not depend on them.)
+
 Usage::
 
     python3 bench/step_ab.py --model sd3 --configs sdpa,fast,policy --modes eager,compile \
+        --rounds 2 --out OUT
+    python3 bench/step_ab.py --model flux1024 --configs sdpa,policy,routed --modes eager \
         --rounds 2 --out OUT
 
 Writes OUT/step_ab.json and OUT/step_ab.md.
@@ -75,6 +85,49 @@ def time_steps(fn: Any, step: Any, warmup: int, steps: int) -> List[float]:
         torch.cuda.synchronize()
         times.append(e0.elapsed_time(e1))
     return times
+
+
+def per_step_calls(proc: Any, steps: int) -> Dict[str, float]:
+    """An int8attn configuration's call counters (int8attn, routed to SDPA, fallback) per step,
+    so the table shows where each configuration's attention ran; {} for stock."""
+    if proc is None:
+        return {}
+    return {k: proc.stats.get(k, 0) / steps for k in P.STAT_KEYS}
+
+
+def stock_attention_ms(model: Any, inputs: Dict[str, Any], steps: int = 3) -> Dict[str, float]:
+    """Stock's attention per eager step: CUDA events around every SDPA call (the model holds its
+    original processors), the mean of ``steps`` steps."""
+    rec = P.AttentionRecorder(True)
+    with torch.no_grad(), P.recording_stock_attention(rec):
+        for _ in range(steps):
+            model(**inputs)
+    return {"ms": rec.total_ms() / steps, "calls": rec.calls / steps}
+
+
+def attention_ab(rounds: List[Dict[str, Any]], configs: List[str], n_rounds: int,
+                 stock: Any) -> Dict[str, Any]:
+    """Per int8attn configuration: routed's median eager step minus its own, round by round
+    (both run the same processors, routed with every attention call in SDPA), and with stock's
+    attention time A, its attention's speed-up inside the step, A / (A - saving)."""
+    med = {(x["round"], x["config"]): x["median_ms"] for x in rounds if x["mode"] == "eager"}
+    out: Dict[str, Any] = {"stock_attention_ms": stock["ms"] if stock else None,
+                           "stock_attention_calls": stock["calls"] if stock else None,
+                           "configs": {}}
+    for c in configs:
+        if c in P.STOCK or c == "routed":
+            continue
+        sav = [med[(r, "routed")] - med[(r, c)] for r in range(n_rounds)]
+        a: Dict[str, Any] = {"saving_ms_rounds": sav, "saving_ms": statistics.fmean(sav)}
+        if not any(x.get("calls_per_step", {}).get("int8attn") for x in rounds
+                   if x["config"] == c and x["mode"] == "eager"):
+            # the same SDPA calls as routed's: the difference is the method's noise
+            a["note"] = "no call ran int8attn: the saving is noise"
+        elif stock and stock["ms"] > a["saving_ms"]:
+            a["attention_ms"] = stock["ms"] - a["saving_ms"]
+            a["attention_speedup"] = stock["ms"] / a["attention_ms"]
+        out["configs"][c] = a
+    return out
 
 
 # torch.compile's mode for each compiled --modes entry.
@@ -178,13 +231,17 @@ def main() -> int:
                         graphs[config] = {"nodes": child["graph_nodes"],
                                           "sha1": child["graph_sha1"]}
                     times = child["times"]
+                    calls = None
                 else:
-                    P.install(model, config, policy_steps)
+                    proc = P.install(model, config, policy_steps)
                     times = time_steps(model, stepper(config), args.warmup, args.steps)
+                    calls = per_step_calls(proc, args.warmup + args.steps)
                     P.restore(model, saved)
                 row = {"mode": mode, "round": r, "config": config,
                        "median_ms": statistics.median(times), "min_ms": min(times),
                        "max_ms": max(times)}
+                if calls:
+                    row["calls_per_step"] = calls
                 results["rounds"].append(row)
                 print(f"{mode} round {r} {config:10s} median {row['median_ms']:.2f} ms "
                       f"(min {row['min_ms']:.2f}, max {row['max_ms']:.2f})", flush=True)
@@ -196,6 +253,10 @@ def main() -> int:
         results["ratios"][mode] = {
             c: math.exp(statistics.fmean(math.log(med[(r, configs[0])] / med[(r, c)])
                                          for r in range(args.rounds))) for c in configs}
+    if "eager" in modes and "routed" in configs:
+        results["attention_ab"] = attention_ab(results["rounds"], configs, args.rounds,
+                                               stock_attention_ms(model, inputs)
+                                               if "sdpa" in configs else None)
     if graphs:
         first = graphs[configs[0]]["sha1"]
         results["graphs"] = {c: {"nodes": g["nodes"], "same_as_" + configs[0]: g["sha1"] == first}
@@ -220,6 +281,29 @@ def main() -> int:
             f"{c} {g['nodes']} nodes" + (f", identical to {configs[0]}'s" if c != configs[0] and
                                          g["same_as_" + configs[0]] else "")
             for c, g in results["graphs"].items())]
+    ab = results.get("attention_ab")
+    if ab:
+        lines += ["", "Attention inside the eager step (against `routed`, every attention call "
+                  "in SDPA; the saving is the mean over rounds of routed's median step minus the "
+                  "configuration's):", ""]
+        if ab["stock_attention_ms"] is not None:
+            lines.append(f"stock's attention: {ab['stock_attention_ms']:.2f} ms a step in "
+                         f"{ab['stock_attention_calls']:g} calls (CUDA events around each SDPA "
+                         "call)")
+            lines.append("")
+        lines += ["| config | saving per round (ms) | saving (ms) | attention x stock |",
+                  "|---|---|---|---|"]
+        for c, a in ab["configs"].items():
+            x = a.get("attention_speedup")
+            lines.append(f"| {c} | " + ", ".join(f"{v:.2f}" for v in a["saving_ms_rounds"])
+                         + f" | {a['saving_ms']:.2f} | "
+                         + (f"{x:.3f}" if x else a.get("note", "-")) + " |")
+    calls = {x["config"]: x["calls_per_step"] for x in results["rounds"]
+             if x["mode"] == "eager" and "calls_per_step" in x}
+    if calls:
+        lines += ["", "Attention calls per eager step (int8attn / routed to SDPA / fallback): "
+                  + "; ".join(f"{c} " + "/".join(f"{v[k]:g}" for k in P.STAT_KEYS)
+                              for c, v in calls.items())]
     lines.append("")
     with open(os.path.join(args.out, "step_ab.md"), "w") as f:
         f.write("\n".join(lines))

@@ -533,6 +533,33 @@ def test_standard_processor_matches_stock_and_counts_fallbacks():
     assert proc.stats["fallback"] == 1 and proc.stats["int8attn"] == 3
 
 
+def test_route_sdpa_runs_every_call_in_sdpa():
+    """route="sdpa": every call SDPA's (the table not consulted, also on the CPU), counted."""
+    q = randn(1, 2, 32, 16, seed=0)
+    k, v = (randn(1, 2, 520, 16, seed=s) for s in (1, 2))
+    sdpa = lambda: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
+    for mode in ("exact", "balanced", "fast"):
+        proc = int8attn.Int8AttnProcessor(mode=mode, route="sdpa")
+        assert torch.equal(proc.attention(q, k, v, layout="HND", fallback_fn=sdpa), sdpa())
+        assert proc.stats["sdpa_routed"] == 1 and proc.stats["int8attn"] == 0
+    with pytest.raises(ValueError, match="route: expected one of .*'sdpa'"):
+        int8attn.Int8AttnProcessor(route="never")
+
+
+@needs_diffusers
+def test_route_sdpa_swap_keeps_stock_outputs():
+    """replace_attention_with_int8(route="sdpa") on a module: stock's output, no int8attn call."""
+    attn = _cross_attention(6)
+    x, text = randn(2, 64, 64, seed=7), randn(2, 77, 48, seed=8)
+    with torch.no_grad():
+        ref = attn(x, text)
+        int8attn.replace_attention_with_int8(attn, mode="fast", route="sdpa")
+        out = attn(x, text)
+    proc = attn._int8attn_processor
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
+    assert proc.stats["sdpa_routed"] == 1 and proc.stats["int8attn"] == 0
+
+
 @needs_diffusers
 def test_routed_standard_calls_run_the_stock_processor(monkeypatch):
     """A call the table sends to SDPA runs diffusers' own AttnProcessor2_0 (decided before the

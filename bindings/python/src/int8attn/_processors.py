@@ -40,7 +40,7 @@ from ._rotary import (FLAT_ROTARY_FUNCTIONS, QWEN_ROTARY_NAME, lean_apply_rotary
                       nested_rotary_code)
 
 _ORIGINAL_SDPA = F.scaled_dot_product_attention
-_ROUTES = ("auto", "always")
+_ROUTES = ("auto", "always", "sdpa")
 _FAST = int(Mode.FAST)
 
 
@@ -270,7 +270,11 @@ class Int8AttnProcessor:
             dropout, an unsupported head dim or device). Counted in :attr:`stats`.
         route: "auto" (default): calls whose shape int8attn is measured slower on than PyTorch
             SDPA on this GPU model (``int8attn.routing_tables()``) run SDPA, so a step is never
-            made slower; "always": every call int8attn can take runs int8attn.
+            made slower; "always": every call int8attn can take runs int8attn; "sdpa": every
+            call runs SDPA (counted as ``sdpa_routed``) while the processors' other one-pass
+            work (rotary embedding, Q/K RMS norms, SD3's joined tokens) stays, so two runs of a
+            pipeline, "auto" against "sdpa", measure what int8attn's attention alone changes in
+            a step.
         fast_k_granularity: K's INT8 scale granularity in FAST calls: "block" (default: one
             scale per 64 keys, SageAttention's choice; 6-12% faster on Hopper, rel-L1 within
             FAST's bar, see docs/precision-modes.md) or "token" (the library's default, one
@@ -715,7 +719,9 @@ def _route(route: str, device: int, mode: int, head_dim: int, nq: int, nk: int,
     """Whether a call in ``mode`` (``batch_heads`` = batch × query heads) runs SDPA instead of
     int8attn: on a CUDA ``device`` (-1 = CPU) with ``route="auto"``, EXACT calls always (fp16 attention
     is what SDPA's cuDNN backend is made for), the others where the routing table measured
-    int8attn slower."""
+    int8attn slower; with ``route="sdpa"`` every call, on any device."""
+    if route == "sdpa":
+        return True
     if route != "auto" or device < 0:
         return False
     if mode == int(Mode.EXACT):
@@ -991,7 +997,9 @@ def replace_attention_with_int8(pipe_or_module: Any, *, mode: ModeLike = None,
         fallback: Use PyTorch SDPA for calls int8attn cannot take (masks, …).
         wrap_other_processors: Also wrap non-standard processors.
         route: "auto" (default) runs SDPA on the call shapes int8attn is measured slower on
-            (see :class:`Int8AttnProcessor`); "always" runs int8attn wherever it can.
+            (see :class:`Int8AttnProcessor`); "always" runs int8attn wherever it can;
+            "sdpa" runs every attention call in SDPA and keeps the rest of the swap (an A/B of
+            int8attn's attention inside a step).
         cache_text_kv: Reuse projected text K/V across steps (see :class:`Int8AttnProcessor`).
 
     Returns:
