@@ -15,31 +15,37 @@ using prep::kStats;  // accumulators per channel: sumK, maxK, minK, sumV, maxV, 
 
 constexpr int kChunk = qm::kStatsChunk;  // tokens per statistics range unit
 
-// The accumulators' identities (max |q| and the counters start at 0): see stats_counter.
-__global__ void stats_fill_kernel(float* acc, int heads, int dpad) {
+// The accumulators' identities (max |q| and the counters start at 0): see prep::stats_acc.
+__global__ void stats_fill_kernel(float* acc, int heads, int stride) {
   dev::chain_kernels();
-  const int64_t stats = static_cast<int64_t>(heads) * (kStats + 1) * dpad;
-  const int64_t total = stats + heads;
+  const int64_t per_head = kv_stats_head_floats(stride);
+  const int64_t total = heads * per_head;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int row = static_cast<int>((i / dpad) % (kStats + 1));
-    acc[i] = i >= stats || row == kStats ? 0.f : prep::stat_identity(row);
+    const int64_t r = i % per_head;
+    const int row = static_cast<int>(r / stride);
+    acc[i] = row >= kStats ? 0.f : prep::stat_identity(row);  // max |q|, the counter: 0
   }
 }
 
 }  // namespace
 
-int64_t kv_stats_partial_floats(int heads, int dpad) {
-  return static_cast<int64_t>(heads) * (kStats + 1) * dpad + heads;  // + the counters
+static_assert(kStats + 1 == 7, "kv_stats_head_floats counts 7 rows");
+
+int64_t kv_stats_partial_floats(int heads, int stride) {
+  return static_cast<int64_t>(heads) * kv_stats_head_floats(stride);
 }
 
 cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
   const int heads = p.heads_b * p.heads_h;
-  const int64_t total = kv_stats_partial_floats(heads, p.dpad);
-  const int fill_blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1024));
-  cudaError_t err = launch_kernel(stats_fill_kernel, dim3(fill_blocks), dim3(256), 0, stream, false,
-                                  p.partials, heads, p.dpad);
-  if (err != cudaSuccess) return err;
+  if (p.fill) {
+    const int fill_heads = std::max(heads, p.fill_heads);
+    const int64_t total = kv_stats_partial_floats(fill_heads, p.stats_stride);
+    const int fill_blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 1024));
+    const cudaError_t err = launch_kernel(stats_fill_kernel, dim3(fill_blocks), dim3(256), 0,
+                                          stream, false, p.partials, fill_heads, p.stats_stride);
+    if (err != cudaSuccess) return err;
+  }
   // Token ranges per head: at most one wave of CTAs (a partial second wave of these short CTAs
   // costs as much as a full one: flux_1024px's 1.09 waves took 48 us), at least one (a head's
   // last CTA finalizes it). Q's rows are split into as many ranges.
@@ -49,7 +55,8 @@ cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
   const int ranges = std::max(1, std::min(wave, std::max(nchunks, qchunks)));
   const int tokens_per_cta = std::max(1, (nchunks + ranges - 1) / ranges) * kChunk;
   const int rows_per_cta = qchunks > 0 ? (qchunks + ranges - 1) / ranges * kChunk : 0;
-  return launch_stats(p, ranges, tokens_per_cta, rows_per_cta, stream, p.chain);
+  // Without the fill the statistics are the call's first kernel: launched the ordinary way.
+  return launch_stats(p, ranges, tokens_per_cta, rows_per_cta, stream, p.chain && p.fill);
 }
 
 cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream) {

@@ -1,7 +1,8 @@
 // Host-callable launchers of the K/V preparation (prepare_kv.cu: the sequence; the kernels in
 // prepare_kv_kernels.cu, their bodies in prepare_kv_bodies.cuh).
 //
-// Forward:  stats_fill (identities into the scratch accumulators)
+// Forward:  stats_fill (identities into the scratch accumulators; skipped where the scratch
+//           already holds them: the statistics leave it so)
 //           -> statistics, one launch: V's per-channel sum / max / min over every token, K's and
 //              max |q| (when balancing) over a sample of tokens (qm::stats_stride), reduced per
 //              CTA and accumulated with atomics per canonical head; the last CTA of a head
@@ -61,13 +62,30 @@ struct KvPrepParams {
   int64_t key_offset = 0;     // where token 0 of the source lands (cache appends)
   bool fill_tail = true;      // also zero the padding keys up to nk_pad (forward buffers)
 
-  float* partials = nullptr;  // scratch accumulators: kv_stats_partial_floats(...) floats
+  // The statistics' scratch: per canonical head kv_stats_head_floats(stats_stride) floats (the
+  // accumulators, rows of stats_stride >= dpad floats, and a counter). Each head's last
+  // statistics CTA puts them back to their identities, so scratch that held identities before
+  // a call holds them after it and a later call may skip the fill (`fill` false): the
+  // context's own scratch (cuda_backend.cu). `fill_heads`: heads the fill covers (0: the
+  // call's; more fills a whole buffer at once).
+  float* partials = nullptr;
+  int stats_stride = 0;
+  bool fill = true;
+  int fill_heads = 0;
   int sm_count = 132;         // the device's SMs: sizes the statistics grid
   // sm_90+: every kernel of the preparation after its first launches early (launch.cuh).
   bool chain = false;
 };
 
-int64_t kv_stats_partial_floats(int heads, int dpad);
+// Statistics rows as wide as any padded head dim: the context's scratch uses this stride for
+// every call, so its identities sit at the same places whatever a call's head dim.
+constexpr int kMaxStatsStride = 256;
+// Scratch floats of one canonical head at `stride` floats a row: 7 rows, then a counter (padded
+// to 16 bytes).
+__host__ __device__ constexpr int64_t kv_stats_head_floats(int stride) {
+  return 7 * static_cast<int64_t>(stride) + 4;
+}
+int64_t kv_stats_partial_floats(int heads, int stride);
 // A forward's K/V: statistics (unless EXACT), then quantization.
 cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream);
 // Statistics and their finalize (means, V scales, balancing factors into p's outputs).

@@ -22,11 +22,13 @@ __device__ __forceinline__ float stat_identity(int s) {
   return stat_is_max(s) ? -INFINITY : (stat_is_min(s) ? INFINITY : 0.f);
 }
 
-// Accumulators per canonical head: [head][kStats + 1][dpad] floats, the last row max |q|; then
-// one counter per head of the statistics CTAs that have finished (kv_stats_partial_floats).
+// The scratch of canonical head `head` (kv_stats_scratch_floats): [kStats + 1][stats_stride]
+// accumulators, the last row max |q|, then a counter of the statistics CTAs that have finished.
+__device__ __forceinline__ float* stats_acc(const KvPrepParams& p, int head) {
+  return p.partials + static_cast<int64_t>(head) * kv_stats_head_floats(p.stats_stride);
+}
 __device__ __forceinline__ unsigned* stats_counter(const KvPrepParams& p, int head) {
-  const int64_t floats = static_cast<int64_t>(p.heads_b) * p.heads_h * (kStats + 1) * p.dpad;
-  return reinterpret_cast<unsigned*>(p.partials + floats) + head;
+  return reinterpret_cast<unsigned*>(stats_acc(p, head) + (kStats + 1) * p.stats_stride);
 }
 
 // One thread's running sum, maximum and minimum of 8 channels of one operand.

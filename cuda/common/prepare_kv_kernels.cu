@@ -60,13 +60,13 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
   }
   __syncthreads();
   dev::wait_previous_kernels();
-  float* acc = p.partials + static_cast<int64_t>(head) * (kStats + 1) * p.dpad;
+  float* acc = prep::stats_acc(p, head);
   // K/V's rows (none where the range holds no valid token), then max |q|'s (with balancing).
   const int first = j0 < j1 ? 0 : kStats * p.D,
             end = (rows_per_cta > 0 ? kStats + 1 : kStats) * p.D;
   for (int e = first + tid; e < end; e += kTileThreads) {
     const int stat = e / p.D, d = e % p.D;
-    float* a = acc + stat * p.dpad + d;
+    float* a = acc + stat * p.stats_stride + d;
     const float v = s_acc[stat][d];
     if (stat == kStats)
       atomicMax(reinterpret_cast<int*>(a), __float_as_int(v));  // max |q| >= 0
@@ -84,10 +84,17 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  for (int d = tid; d < p.dpad; d += kTileThreads)  // L2 reads (__ldcg): atomics land there
+  const int w = p.stats_stride;
+  for (int d = tid; d < p.dpad; d += kTileThreads) {  // L2 reads (__ldcg): atomics land there
     prep::finalize_channel(
-        p, head, d, valid, [&](int s) { return __ldcg(acc + s * p.dpad + d); },
-        __ldcg(acc + kStats * p.dpad + d));
+        p, head, d, valid, [&](int s) { return __ldcg(acc + s * w + d); },
+        __ldcg(acc + kStats * w + d));
+    // Every other CTA of the head is done with these: back to the identities, for the next
+    // call on this scratch (KvPrepParams::fill).
+#pragma unroll
+    for (int s = 0; s <= kStats; ++s) acc[s * w + d] = s == kStats ? 0.f : prep::stat_identity(s);
+  }
+  if (tid == 0) *prep::stats_counter(p, head) = 0u;
 }
 
 template <bool kKvVec, bool kQVec>

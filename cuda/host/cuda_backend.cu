@@ -65,7 +65,7 @@ class CudaBackend final : public Backend {
     DeviceGuard guard(dev_.id);
     const cudaStream_t s = static_cast<cudaStream_t>(p.stream);
     const AttnKernelParams cache_params = cache_params_of(p);
-    const ForwardPlan plan = plan_forward(p, dev_, p.workspace, p.cache ? &cache_params : nullptr);
+    ForwardPlan plan = plan_forward(p, dev_, p.workspace, p.cache ? &cache_params : nullptr);
     if (plan.workspace_bytes > p.workspace_bytes)
       throw Error(INT8ATTN_ERROR_INTERNAL, "workspace smaller than the plan needs");
 #if defined(INT8ATTN_HAVE_SM90)
@@ -87,7 +87,11 @@ class CudaBackend final : public Backend {
                  "few-keys attention kernel launch");
       return;
     }
-    if (plan.run_prep) cuda_check(launch_kv_prepare(plan.prep, s), "K/V preparation kernel launch");
+    if (plan.run_prep) {
+      const StatsScratch use = use_own_stats_scratch(plan.prep, p);
+      cuda_check(launch_kv_prepare(plan.prep, s), "K/V preparation kernel launch");
+      if (use == StatsScratch::kFilledNow) stats_filled_ = true;
+    }
     cuda_check(launch_attention(plan, dev_, s), "attention kernel launch");
     if (plan.attn.num_splits > 1) {
       cuda_check(launch_combine(plan.attn, dev_.cc_major >= 9, s),
@@ -147,6 +151,38 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  enum class StatsScratch { kWorkspace, kOwn, kFilledNow };
+
+  // The statistics of forward calls on the context's own workspace accumulate in a buffer of
+  // their own, at one row stride for every head dim (kMaxStatsStride), which each call's
+  // statistics leave at its identities: only a new buffer's first call launches the fill
+  // (one launch fewer a call). A caller's workspace keeps the scratch inside it, filled every
+  // call: calls with different workspaces may run at once on different streams. During a
+  // capture the buffer cannot grow (a too small one leaves the scratch in the workspace), and a
+  // captured fill has not run yet, so it does not count as filling the buffer.
+  StatsScratch use_own_stats_scratch(KvPrepParams& k, const AttnProblem& p) {
+    if (!int8_qk(k.mode) || p.workspace == nullptr || p.workspace != workspace_.data())
+      return StatsScratch::kWorkspace;
+    const int64_t head_bytes = kv_stats_head_floats(kMaxStatsStride) * sizeof(float);
+    const size_t bytes = static_cast<size_t>(head_bytes) * k.heads_b * k.heads_h;
+    const bool capturing = p.stream != nullptr && stream_capturing(p.stream);
+    if (bytes > stats_scratch_.size()) {
+      if (capturing) return StatsScratch::kWorkspace;
+      stats_scratch_.get(bytes, false, "params->stream", [] {
+        // Freeing the old buffer: wait for work that may still use it.
+        cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before growing the scratch");
+      });
+      stats_filled_ = false;
+    } else {
+      stats_scratch_.get(bytes, capturing, "params->stream", [] {});  // a capture keeps it
+    }
+    k.partials = static_cast<float*>(stats_scratch_.data());
+    k.stats_stride = kMaxStatsStride;
+    k.fill = !stats_filled_;
+    k.fill_heads = static_cast<int>(stats_scratch_.size() / static_cast<size_t>(head_bytes));
+    return k.fill && !capturing ? StatsScratch::kFilledNow : StatsScratch::kOwn;
+  }
+
   static AttnKernelParams cache_params_of(const AttnProblem& p) {
     return p.cache != nullptr ? cuda_kv_cache_params(*p.cache) : AttnKernelParams{};
   }
@@ -168,6 +204,8 @@ class CudaBackend final : public Backend {
   DeviceInfo dev_;
   std::string name_;
   GraphSafeWorkspace<DeviceBuffer> workspace_;
+  GraphSafeWorkspace<DeviceBuffer> stats_scratch_;  // see use_own_stats_scratch
+  bool stats_filled_ = false;                       // stats_scratch_ holds its identities
 };
 
 }  // namespace

@@ -313,6 +313,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.chain = dev.cc_major >= 9;
 
     const size_t kbytes = exact ? 2 : 1, vbytes = fast ? 1 : 2;
+    k.stats_stride = plan.dpad;
     k.partials = ws.take<float>(
         static_cast<size_t>(kv_stats_partial_floats(static_cast<int>(heads), plan.dpad)));
     k.k_mean = ws.take<float>(heads * plan.dpad);

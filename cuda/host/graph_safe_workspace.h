@@ -57,6 +57,8 @@ class GraphSafeWorkspace {
   }
 
   size_t size() const { return current_.size(); }
+  // The current buffer (null before the first allocation).
+  void* data() const { return current_.get(); }
   // Bytes held for graphs only: buffers captured calls used before the workspace grew.
   size_t retired_bytes() const {
     size_t n = 0;

@@ -71,6 +71,7 @@ class CudaKvCache final : public KvCacheImpl {
     const cudaStream_t s = static_cast<cudaStream_t>(a.stream);
     DeviceGuard guard(spec_.device_id);
     if (length_ == 0) {
+      p.stats_stride = dpad_;
       const int64_t floats = kv_stats_partial_floats(static_cast<int>(heads_), dpad_);
       p.partials =
           static_cast<float*>(backend_.workspace(floats * sizeof(float), a.stream, "stream"));

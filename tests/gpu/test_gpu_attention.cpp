@@ -99,6 +99,7 @@ struct Outcome {
   int64_t unwritten = 0;
   uint64_t workspace = 0;  // int8attn_forward_workspace_size of the GPU call
   t::Metrics lse_vs_ref, lse_vs_cpu;
+  std::vector<float> gpu;  // the GPU's output values
 };
 
 class GpuAttention : public ::testing::Test {
@@ -180,6 +181,7 @@ class GpuAttention : public ::testing::Test {
     I8A_OK(int8attn_synchronize(ctx_, nullptr));
     CUDA_OK(cudaMemcpy(ho.data(), o.data, dout.bytes - qo_offset, cudaMemcpyDeviceToHost));
     const std::vector<float> gpu = ho.values();
+    out.gpu = gpu;
     out.unwritten = 0;
     for (float x : gpu) out.unwritten += std::isnan(x) ? 1 : 0;
 
@@ -626,6 +628,39 @@ TEST_F(GpuAttention, StatisticsOverManyCtasAndSampledRows) {
           EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode));
         }
       }
+}
+
+// Forward calls on the context's own workspace share one statistics scratch, which each call's
+// statistics put back to its identities (no fill launch after the first call): a call after
+// others of other head dims, head counts and value ranges must compute what it computes first
+// on the context. Its repeat may differ from the first run only by the order of the float
+// atomics (the sums), not by stale maxima (V's FP8 scales) or sums (the means).
+TEST_F(GpuAttention, StatisticsScratchIsResetBetweenCalls) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+    Case small;
+    small.mode = mode;
+    small.Nk = 1100;
+    small.family = t::Family::ChannelBias;
+    small.seed = 40 + mode;
+    Case big = small;  // more heads, a wider head dim and 64x the values
+    big.D = 128;
+    big.Hq = big.Hkv = 6;
+    big.seed = 50 + mode;
+    big.edit = [](t::Inputs& in) {
+      for (float& x : in.k) x *= 64.f;
+      for (float& x : in.v) x = 64.f * x + 500.f;
+    };
+    Outcome first, other, again;
+    run(small, first);  // the context's first call: a new scratch, filled
+    run(big, other);
+    expect_bar(big, other, name(big) + " after another call");
+    run(small, again);
+    expect_bar(small, again, name(small) + " again, after a call of another shape");
+    ASSERT_EQ(first.gpu.size(), again.gpu.size());
+    const t::Metrics d =
+        t::compare(again.gpu, std::vector<double>(first.gpu.begin(), first.gpu.end()));
+    EXPECT_LE(d.rel_l1, 1e-4) << name(small) << ": the repeat against the first run";
+  }
 }
 
 // The quantization's thread layouts over many tiles (16 heads x 40 tiles): padded head dims
