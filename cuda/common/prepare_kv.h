@@ -72,7 +72,7 @@ struct KvPrepParams {
   int stats_stride = 0;
   bool fill = true;
   int fill_heads = 0;
-  int sm_count = 132;         // the device's SMs: sizes the statistics grid
+  int sm_count = 132;  // the device's SMs: sizes the statistics grid
   // sm_90+: every kernel of the preparation after its first launches early (launch.cuh).
   bool chain = false;
 };
