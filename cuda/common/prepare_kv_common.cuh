@@ -17,12 +17,12 @@ enum Stat { kSumK = 0, kMaxK, kMinK, kSumV, kMaxV, kMinV, kStats };
 
 __device__ __forceinline__ bool stat_is_max(int s) { return s == kMaxK || s == kMaxV; }
 __device__ __forceinline__ bool stat_is_min(int s) { return s == kMinK || s == kMinV; }
-// The identity each accumulator starts from.
+// The identity each scratch row starts from: sums, max |q| (row kStats) and the counter 0.
 __device__ __forceinline__ float stat_identity(int s) {
   return stat_is_max(s) ? -INFINITY : (stat_is_min(s) ? INFINITY : 0.f);
 }
 
-// The scratch of canonical head `head` (kv_stats_scratch_floats): [kStats + 1][stats_stride]
+// The scratch of canonical head `head` (kv_stats_head_floats): [kStats + 1][stats_stride]
 // accumulators, the last row max |q|, then a counter of the statistics CTAs that have finished.
 __device__ __forceinline__ float* stats_acc(const KvPrepParams& p, int head) {
   return p.partials + static_cast<int64_t>(head) * kv_stats_head_floats(p.stats_stride);

@@ -42,7 +42,7 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
   __shared__ bool s_last;
   const int tid = threadIdx.x, head = blockIdx.y, b = head / p.heads_h, h = head % p.heads_h;
   for (int e = tid; e < (kStats + 1) * 256; e += kTileThreads)
-    s_acc[e / 256][e % 256] = e / 256 == kStats ? 0.f : prep::stat_identity(e / 256);
+    s_acc[e / 256][e % 256] = prep::stat_identity(e / 256);
   __syncthreads();
   const int valid = prep::valid_tokens(p, b);
   const int j0 = blockIdx.x * tokens_per_cta, j1 = min(j0 + tokens_per_cta, valid);
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
     // Every other CTA of the head is done with these: back to the identities, for the next
     // call on this scratch (KvPrepParams::fill).
 #pragma unroll
-    for (int s = 0; s <= kStats; ++s) acc[s * w + d] = s == kStats ? 0.f : prep::stat_identity(s);
+    for (int s = 0; s <= kStats; ++s) acc[s * w + d] = prep::stat_identity(s);
   }
   if (tid == 0) *prep::stats_counter(p, head) = 0u;
 }

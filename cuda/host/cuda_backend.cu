@@ -135,12 +135,7 @@ class CudaBackend final : public Backend {
 
   void* workspace(size_t bytes, void* stream, const char* stream_arg) override {
     const bool capturing = stream != nullptr && stream_capturing(stream);
-    if (bytes <= workspace_.size()) return workspace_.get(bytes, capturing, stream_arg, [] {});
-    DeviceGuard guard(dev_.id);  // growing allocates, and may synchronise, on this device
-    return workspace_.get(bytes, capturing, stream_arg, [] {
-      // Freeing the old buffer: wait for work that may still use it.
-      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before growing the workspace");
-    });
+    return buffer_of(workspace_, bytes, capturing, stream_arg);
   }
 
   bool fp8_available() const override { return device_runs_fp8(dev_); }
@@ -151,6 +146,17 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // At least `bytes` of `ws` (see GraphSafeWorkspace::get); growing allocates on this device
+  // and first waits for queued work that may still use the buffer it frees.
+  void* buffer_of(GraphSafeWorkspace<DeviceBuffer>& ws, size_t bytes, bool capturing,
+                  const char* stream_arg) {
+    if (bytes <= ws.size()) return ws.get(bytes, capturing, stream_arg, [] {});
+    DeviceGuard guard(dev_.id);
+    return ws.get(bytes, capturing, stream_arg, [] {
+      cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before growing the workspace");
+    });
+  }
+
   enum class StatsScratch { kWorkspace, kOwn, kFilledNow };
 
   // The statistics of forward calls on the context's own workspace accumulate in a buffer of
@@ -168,15 +174,9 @@ class CudaBackend final : public Backend {
     const bool capturing = p.stream != nullptr && stream_capturing(p.stream);
     if (bytes > stats_scratch_.size()) {
       if (capturing) return StatsScratch::kWorkspace;
-      stats_scratch_.get(bytes, false, "params->stream", [] {
-        // Freeing the old buffer: wait for work that may still use it.
-        cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize before growing the scratch");
-      });
-      stats_filled_ = false;
-    } else {
-      stats_scratch_.get(bytes, capturing, "params->stream", [] {});  // a capture keeps it
+      stats_filled_ = false;  // a new buffer
     }
-    k.partials = static_cast<float*>(stats_scratch_.data());
+    k.partials = static_cast<float*>(buffer_of(stats_scratch_, bytes, capturing, "params->stream"));
     k.stats_stride = kMaxStatsStride;
     k.fill = !stats_filled_;
     k.fill_heads = static_cast<int>(stats_scratch_.size() / static_cast<size_t>(head_bytes));
