@@ -8,6 +8,7 @@ session; the cuDNN column shows how much the machine itself moved between the ru
     INT8ATTN_LIBRARY=build-a/lib/libint8attn.so python3 bench/ab_time.py fast flux_1024px,square_8k_d128 --kernel
 """
 import argparse
+import json
 import os
 import sys
 
@@ -27,6 +28,8 @@ def main() -> None:
     ap.add_argument("--kernel", action="store_true", help="also time attention against a cache")
     ap.add_argument("--k-granularity", choices=("token", "block"), default=None,
                     help="K scale granularity of the forward calls (default: the library's)")
+    ap.add_argument("--json", metavar="FILE",
+                    help="also append each result as one JSON object a line to FILE")
     args = ap.parse_args()
     ctx = int8attn.Context()
     label = os.path.basename(os.path.dirname(os.path.dirname(
@@ -59,13 +62,20 @@ def main() -> None:
         rel = ((out.float() - ref).abs().sum() / ref.abs().sum()).item()
         line = (f"{label:12s} {args.mode:8s} {name:18s} e2e {ms:9.4f} ms "
                 f"{ops / (ms * 1e-3) / 1e12:7.1f} TOPS  cudnn {ref_ms:9.4f} ms  rel {rel:.4f}")
+        record = {"library": label, "mode": args.mode, "shape": name,
+                  "dims": [B, Hq, Hkv, Nq, Nk, D], "e2e_ms": ms, "cudnn_ms": ref_ms,
+                  "rel_l1_vs_cudnn": rel}
         if args.kernel and args.mode != "exact":
             cache = int8attn.KVCache(B, Hkv, Nk, D, device="cuda", mode=args.mode, context=ctx)
             cache.append(k, v)
             kms, _ = bench.time_fn(lambda: cache.forward(q, out=out))
             line += f"  kernel {kms:9.4f} ms {ops / (kms * 1e-3) / 1e12:7.1f} TOPS"
+            record["kernel_ms"] = kms
             cache.close()
         print(line, flush=True)
+        if args.json:
+            with open(args.json, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":

@@ -64,9 +64,12 @@ __device__ __forceinline__ float row_lse(float m, float l, float kPOffset, float
 }
 
 // What a CTA works on: grid x = (b, kv-head, m-tile) with m-tile fastest (the CTAs of one
-// head run together and share its K/V in L2), grid y = key split; L = the batch's valid keys.
+// head run together and share its K/V in L2), then the sm90a kernel's key-split CTAs in the same
+// order (p.tail_m_tiles); grid y = key split; L = the batch's valid keys.
 struct CtaWork {
   int m_tile, b, hkv, split, L;
+  int row0;         // the CTA's first packed row
+  bool key_split;   // a key-split CTA: 64 rows, the keys shared among its warpgroups
   int64_t kv_head;  // canonical K/V head (stride 0 = broadcast)
 };
 
@@ -79,8 +82,20 @@ __device__ __forceinline__ int valid_keys(const AttnKernelParams& p, int b) {
 
 __device__ __forceinline__ CtaWork cta_work(const AttnKernelParams& p) {
   CtaWork w;
-  w.m_tile = blockIdx.x % p.m_tiles;
-  const int bh = blockIdx.x / p.m_tiles;
+  const int normal = p.m_tiles * p.B * p.Hkv;
+  const int x = static_cast<int>(blockIdx.x);
+  w.key_split = x >= normal;
+  int bh;
+  if (!w.key_split) {
+    w.m_tile = x % p.m_tiles;
+    bh = x / p.m_tiles;
+    w.row0 = w.m_tile * p.block_m;
+  } else {
+    const int t = (x - normal) % p.tail_m_tiles;
+    bh = (x - normal) / p.tail_m_tiles;
+    w.m_tile = p.m_tiles + t;
+    w.row0 = p.m_tiles * p.block_m + t * 64;
+  }
   w.b = bh / p.Hkv;
   w.hkv = bh % p.Hkv;
   w.split = blockIdx.y;

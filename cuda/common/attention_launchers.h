@@ -23,5 +23,8 @@ cudaError_t launch_attention_mma_sm90(const AttnKernelParams& p, int dpad, Mode 
 // head dims of WgmmaHeadDims, no block mask, per-token Q scales.
 cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, Mode mode,
                                         cudaStream_t s);
+// Whether that kernel runs key-split CTAs (AttnKernelParams::tail_m_tiles) at `dpad` in
+// `mode` (its shared memory holds their merge; sm90/wgmma_key_split.cuh).
+bool sm90_wgmma_key_split(int dpad, Mode mode);
 
 }  // namespace int8attn

@@ -78,6 +78,10 @@ struct AttnKernelParams {
   FastDiv row_div;            // division by row_pitch (set with it: set_row_pitch)
   int block_m = kAttnBlockM;  // rows per CTA: 128, 64 (head dims > 64) or 16 (decode, INT8)
   int m_tiles = 0;            // CTAs along M per (b, kv-head)
+  // The sm90a kernel's key-split CTAs (cuda/host/tail_plan.h): after the m_tiles·B·Hkv CTAs of
+  // block_m rows, tail_m_tiles CTAs per (b, kv-head) of 64 rows each, from row m_tiles·block_m
+  // on, whose consumer warpgroups share the keys and merge their results (0: none).
+  int tail_m_tiles = 0;
 
   const int32_t* k_lengths = nullptr;
   int64_t k_lengths_stride = 0;

@@ -6,10 +6,12 @@
 #include <cstdint>
 
 #include "common/quant_math.h"
+#include "cuda/common/attention_launchers.h"
 #include "cuda/common/head_dims.h"
 #include "cuda/host/cuda_check.h"
 #include "cuda/host/kernel_dispatch.h"
 #include "cuda/host/split_plan.h"
+#include "cuda/host/tail_plan.h"
 
 namespace int8attn {
 namespace {
@@ -353,6 +355,17 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
                     per_sm * dev.sm_count, decode_ctas ? 1 : 4);
   a.num_splits = split.splits;
   a.tiles_per_split = split.tiles_per_split;
+#if defined(INT8ATTN_HAVE_SM90)
+  // A head's last rows in key-split CTAs where that shortens the grid's last wave.
+  if (plan.sm90_wgmma && a.num_splits == 1 && !a.causal &&
+      sm90_wgmma_key_split(plan.dpad, plan.mode)) {
+    const TailPlan tail = choose_tail(static_cast<int64_t>(a.B) * a.Hkv, rows, a.block_m,
+                                      (a.Nk + tile_n - 1) / tile_n,
+                                      sm90_consumer_warpgroups(plan.dpad), dev.sm_count);
+    a.m_tiles = static_cast<int>(tail.m_tiles);
+    a.tail_m_tiles = static_cast<int>(tail.tail_m_tiles);
+  }
+#endif
   if (a.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(a.B) * a.Hq * a.Nq;
     a.part_o = ws.take<float>(a.num_splits * rows * a.D);

@@ -143,11 +143,24 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   const auto kernel = kernel_of(a.k_per_block != 0);
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid(static_cast<unsigned>(a.m_tiles) * a.B * a.Hkv, a.num_splits);
-  return launch_kernel(kernel, grid, dim3(T::kThreads), T::kSmemBytes, stream, a.launch_early, P);
+  // Key-split CTAs only where their merge fits (the host asks sm90_wgmma_key_split first).
+  if (a.tail_m_tiles > 0 && (!T::kKeySplit || a.num_splits > 1)) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(a.m_tiles + a.tail_m_tiles) * a.B * a.Hkv, a.num_splits);
+  const int smem = a.tail_m_tiles > 0 ? T::kSmemBytes : T::kSmemNoMergeBytes;
+  return launch_kernel(kernel, grid, dim3(T::kThreads), smem, stream, a.launch_early, P);
 }
 
 }  // namespace
+
+bool sm90_wgmma_key_split(int dpad, Mode mode) {
+  bool split = false;
+  (void)WgmmaHeadDims::dispatch(dpad, [&](auto d) {
+    split = mode == Mode::kFast ? Sm90Traits<d.value, Mode::kFast>::kKeySplit
+                                : Sm90Traits<d.value, Mode::kBalanced>::kKeySplit;
+    return cudaSuccess;
+  });
+  return split;
+}
 
 cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, Mode mode,
                                         cudaStream_t s) {

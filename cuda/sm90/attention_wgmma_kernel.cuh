@@ -37,6 +37,7 @@
 #include "cuda/common/pdl.cuh"
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_mainloop.cuh"
+#include "cuda/sm90/wgmma_key_split.cuh"
 #include "cuda/sm90/wgmma_producer.cuh"
 #include "cuda/sm90/wgmma_q_prologue.cuh"
 #include "cuda/sm90/wgmma_softmax.cuh"
@@ -52,8 +53,8 @@ template <class T>
 __device__ __forceinline__ void visible_tiles(const AttnKernelParams& p, const CtaWork& w, int lane,
                                               int& t_begin, int& t_end, int& min_hi) {
   int lo = 0x7fffffff, hi = 0;
-  for (int row = lane; row < T::kBM; row += 32) {
-    const RowInfo r = row_info(p, w.hkv, w.m_tile * T::kBM + row, w.L);
+  for (int row = lane; row < cta_rows<T>(w); row += 32) {
+    const RowInfo r = row_info(p, w.hkv, w.row0 + row, w.L);
     if (r.valid) {
       lo = min(lo, r.hi);
       hi = max(hi, r.hi);
@@ -72,7 +73,7 @@ __device__ __forceinline__ void visible_tiles(const AttnKernelParams& p, const C
 // Before any warp specialises: FAST's ones rows below V^T in every stage or BALANCED's block of
 // ones (T::kTensorRowSums), and the barriers.
 template <class T>
-__device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid) {
+__device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid, bool one_reader) {
   if constexpr (T::kOnesColumn) {
     // V^T's extra rows in every stage (TMA never writes them): row DPAD all ones (E4M3 0x38),
     // the other seven zero. Uniform rows, so the swizzle cannot move anything.
@@ -93,8 +94,9 @@ __device__ __forceinline__ void init_shared(const Sm90Smem<T>& sm, int tid) {
   if (tid == 0) {
     for (int s = 0; s < T::kStages; ++s) {
       dev::mbar_init(&sm.full[s], 1);
-      // One arrive per consumer thread, each after its own reads of the stage (see the arrives).
-      dev::mbar_init(&sm.empty[s], 128 * T::kConsumers);
+      // One arrive per consumer thread, each after its own reads of the stage (see the arrives);
+      // in a key-split CTA one warpgroup reads each stage.
+      dev::mbar_init(&sm.empty[s], one_reader ? 128 : 128 * T::kConsumers);
     }
     if constexpr (T::kQTma)
       for (int cw = 0; cw < T::kStagingWarps; ++cw) dev::mbar_init(&sm.q_full[cw], 1);
@@ -118,7 +120,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int wg = tid >> 7;
   const CtaWork work = cta_work(p);
-  init_shared(sm, tid);
+  init_shared(sm, tid, key_split<T>(work));
   __syncthreads();  // the only CTA-wide barrier: barriers initialised
   if constexpr (T::kQTma)
     if (P.q_tma && tid == 0) produce_q_rows(P, work, sm);  // first: Q is the consumers' first need
@@ -139,26 +141,26 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   dev::regs_alloc<T::kConsumerRegs>();
   const int cw = warp - 4;  // consumer warp: its 16 rows start at shared row cw·16
   uint8_t* staging = sm.staging + cw * T::kWarpStagingBytes;
-  const int m0 = work.m_tile * T::kBM;  // the CTA's first packed row
+  const int row_g = warp_first_row<T>(work, cw);  // and at packed row row_g
   // Q of this warp's 16 rows: quantized into shared memory once; the warpgroup's 64 rows are
   // complete after its named barrier (ids 1.. : one per consumer warpgroup).
   // Without a Q tensor map: each lane copies its rows' chunks itself (16-byte rows) or loads
   // them into registers.
   const auto stage_q_by_lanes = [&] {
     if (T::kStagedIO && p.q_vec) {
-      stage_q_rows_staged<DPAD, typename T::QTile>(p, work.b, work.hkv, work.L, work.kv_head,
-                                                   m0 + cw * 16, cw * 16, sm.q, sm.q_scale,
-                                                   sm.lse_shift, lane, staging);
+      stage_q_rows_staged<DPAD, typename T::QTile>(p, work.b, work.hkv, work.L, work.kv_head, row_g,
+                                                   cw * 16, sm.q, sm.q_scale, sm.lse_shift, lane,
+                                                   staging);
     } else {
       float row_absmax[16];
       stage_q_warp_rows<DPAD, true, false, typename T::QTile, 16>(
-          p, work.b, work.hkv, work.L, work.kv_head, m0 + cw * 16, cw * 16, sm.q, sm.q_scale,
-          sm.lse_shift, lane, row_absmax);
+          p, work.b, work.hkv, work.L, work.kv_head, row_g, cw * 16, sm.q, sm.q_scale, sm.lse_shift,
+          lane, row_absmax);
     }
   };
   if constexpr (T::kQTma) {
     if (P.q_tma)
-      stage_q_rows_landed(p, work, sm, cw, m0 + cw * 16, cw * 16, lane);
+      stage_q_rows_landed(p, work, sm, cw, row_g, cw * 16, lane);
     else
       stage_q_by_lanes();
   } else {
@@ -173,27 +175,36 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   const int row0 = cwg * 64 + (warp & 3) * 16;  // this warp's first shared row
   const int g8 = lane >> 2;
   Sm90Softmax<T, KBLOCK> sfx;
-  sfx.q_scale_row[0] = sm.q_scale[row0 + g8];
-  sfx.q_scale_row[1] = sm.q_scale[row0 + g8 + 8];
-  sfx.rows[0] = row_info(p, work.hkv, m0 + row0 + g8, work.L);
-  sfx.rows[1] = row_info(p, work.hkv, m0 + row0 + g8 + 8, work.L);
+  // A row's constants are read by the quad's first lane and shuffled to the others: a
+  // key-split CTA's merge later reuses these slots, written by that lane only.
+  const auto quad_read = [&](const float* slot) {
+    return __shfl_sync(0xffffffffu, (lane & 3) == 0 ? *slot : 0.f, lane & ~3);
+  };
+  sfx.q_scale_row[0] = quad_read(sm.q_scale + row0 + g8);
+  sfx.q_scale_row[1] = quad_read(sm.q_scale + row0 + g8 + 8);
+  sfx.rows[0] = row_info(p, work.hkv, row_g + g8, work.L);
+  sfx.rows[1] = row_info(p, work.hkv, row_g + g8 + 8, work.L);
   sfx.min_hi = min_hi;
   sfx.t4 = lane & 3;
-  const float lse_shift[2] = {sm.lse_shift[row0 + g8], sm.lse_shift[row0 + g8 + 8]};
+  const float lse_shift[2] = {quad_read(sm.lse_shift + row0 + g8),
+                              quad_read(sm.lse_shift + row0 + g8 + 8)};
 
   // O, and with T::kTensorRowSums the row sums in the 8 columns after it (tile kDTiles; FAST's
   // only the current tile's, in column DPAD).
   float o[T::kAccTiles][4];
 #pragma unroll
   for (int n = 0; n < T::kAccTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  consume_kv_tiles(sm, cwg, t_begin, t_end - t_begin, sfx, o);
+  consume_kv_tiles(sm, cwg, t_begin, t_end - t_begin,
+                   key_split<T>(work) ? RingShare{cwg, T::kConsumers} : RingShare{0, 1}, sfx, o);
 
   // ---- epilogue ------------------------------------------------------------------------------
   sfx.finish_row_sums(o, lane);
+  if constexpr (T::kKeySplit)
+    if (work.key_split && !merge_key_split(sm, cwg, warp, lane, sfx, o)) return;
   const float(&o_out)[T::kDTiles][4] = reinterpret_cast<const float(&)[T::kDTiles][4]>(o);
   if (T::kStagedIO && p.num_splits == 1 && p.o_vec)
     store_o_rows_staged<DPAD>(p, o_out, sfx.m_run, sfx.l_run, sfx.rows, lse_shift, sfx.kPOffset,
-                              work.split, work.b, work.hkv, work.L, work.kv_head, m0 + row0, lane,
+                              work.split, work.b, work.hkv, work.L, work.kv_head, row_g, lane,
                               staging);
   else
     write_output_rows<DPAD, true>(p, o_out, sfx.m_run, sfx.l_run, sfx.rows, lse_shift, sfx.kPOffset,

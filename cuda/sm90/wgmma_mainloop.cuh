@@ -10,6 +10,7 @@
 
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_exp_turns.cuh"
+#include "cuda/sm90/wgmma_key_split.cuh"
 #include "cuda/sm90/wgmma_ops.cuh"
 #include "cuda/sm90/wgmma_softmax.cuh"
 #include "cuda/sm90/wgmma_traits.cuh"
@@ -154,10 +155,13 @@ struct Sm90Mma {
   }
 };
 
-// Tiles t_begin .. t_begin + ntiles - 1 of the ring into O (and the softmax's row state).
+// Of the ring's tiles t_begin .. t_begin + ntiles - 1 (ring positions 0 .. ntiles - 1), those
+// at positions share.first, share.first + share.stride, ... (every one, or a key-split CTA's
+// share: wgmma_key_split.cuh) into O (and the softmax's row state).
 template <class T, bool KBLOCK>
 __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg, int t_begin,
-                                                 int ntiles, Sm90Softmax<T, KBLOCK>& sfx,
+                                                 int ntiles, RingShare share,
+                                                 Sm90Softmax<T, KBLOCK>& sfx,
                                                  float (&o)[T::kAccTiles][4]) {
   using M = Sm90Mma<T>;
   // The tile's key scales are loaded once its stage has landed, before the MMAs are issued,
@@ -166,7 +170,9 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   // just before the last P·V MMA, whose issue waits on the tensor cores' queue (BALANCED 4-6%
   // slower that way).
   constexpr bool kEarly = T::kEarlyKeyScales && !KBLOCK;
-  if (ntiles <= 0) return;
+  const int count = ntiles > share.first ? (ntiles - share.first - 1) / share.stride + 1 : 0;
+  if (count <= 0) return;
+  const auto pos = [&](int k) { return share.first + k * share.stride; };
   float(&o_flat)[T::kAccN / 2] = reinterpret_cast<float(&)[T::kAccN / 2]>(o);
   int si[T::kScores];
   M::reset_scores(si);
@@ -178,9 +184,9 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::wgmma_fence_regs(o_flat);
   typename M::Descs cur, prev;
   const typename M::DescBase base = M::desc_base(sm, cwg);
-  M::descs_of(base, 0, cur);
-  dev::mbar_wait(&sm.full[0], 0);
-  if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
+  M::descs_of(base, pos(0), cur);
+  dev::mbar_wait(&sm.full[Sm90Smem<T>::stage_index(pos(0))], Sm90Smem<T>::stage_phase(pos(0)));
+  if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(pos(0)));
   dev::wgmma_fence();
   M::template issue_qk<KBLOCK>(cur, si);
   dev::wgmma_commit();
@@ -188,14 +194,15 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::wgmma_fence_regs(si);
   float p_tile[T::kCols][4];
   Sm90ExpTurns<T, KBLOCK> turn(cwg);
-  turn.last_tile = ntiles == 1;
-  if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(0));
-  sfx.step(t_begin, si, alpha, p_tile, turn);
+  turn.last_tile = count == 1;
+  if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(pos(0)));
+  sfx.step(t_begin + pos(0), si, alpha, p_tile, turn);
   if constexpr (KBLOCK) M::reset_scores(p_tile, si);
   M::pack_p(p_tile, pa);
   dev::wgmma_fence_regs(pa);
   dev::wgmma_fence_regs(si);
-  for (int n = 1; n < ntiles; ++n) {
+  for (int k = 1; k < count; ++k) {
+    const int n = pos(k);
     prev = cur;
     M::descs_of(base, n, cur);
     dev::mbar_wait(&sm.full[Sm90Smem<T>::stage_index(n)], Sm90Smem<T>::stage_phase(n));
@@ -210,14 +217,14 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
     // compiler cannot hand them to the softmax meanwhile.
     dev::wgmma_fence_regs(si);
     if constexpr (!kEarly) sfx.load_key_scales(sm.stage_key_scales(n));
-    turn.last_tile = n == ntiles - 1;
+    turn.last_tile = k == count - 1;
     sfx.step(t_begin + n, si, alpha, p_tile, turn);
     if constexpr (KBLOCK) M::reset_scores(p_tile, si);
     dev::wgmma_wait<0>();
     dev::wgmma_fence_regs(o_flat);
     // Every thread arrives after its own ld.shared of the stage's key scales: a lane-0 arrive
     // would order only lane 0's reads before the producer's refill (tests/gpu/sanitizer).
-    dev::mbar_arrive(&sm.empty[Sm90Smem<T>::stage_index(n - 1)]);
+    dev::mbar_arrive(&sm.empty[Sm90Smem<T>::stage_index(n - share.stride)]);
     if constexpr (T::kOnesColumn) sfx.drain_row_sums(o, alpha);
     // Rescale O only when some row's maximum moved (rare after the first tiles); the vote
     // keeps the branch warp-uniform.
@@ -238,7 +245,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   dev::wgmma_commit();
   dev::wgmma_wait<0>();
   dev::wgmma_fence_regs(o_flat);
-  dev::mbar_arrive(&sm.empty[Sm90Smem<T>::stage_index(ntiles - 1)]);
+  dev::mbar_arrive(&sm.empty[Sm90Smem<T>::stage_index(pos(count - 1))]);
   if constexpr (T::kOnesColumn) sfx.drain_row_sums(o, {1.f, 1.f});
 }
 

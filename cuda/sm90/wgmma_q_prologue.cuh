@@ -16,6 +16,7 @@
 
 #include "cuda/common/attention_common.cuh"
 #include "cuda/sm90/primitives.cuh"
+#include "cuda/sm90/wgmma_key_split.cuh"
 #include "cuda/sm90/wgmma_traits.cuh"
 
 namespace int8attn {
@@ -27,7 +28,7 @@ __device__ __forceinline__ void produce_q_rows(const Sm90AttnParams& P, const Ct
   constexpr uint32_t kBytes = staged_q_bytes<T::kDpad>();
 #pragma unroll 1
   for (int cw = 0; cw < T::kStagingWarps; ++cw) {
-    const RowInfo r = row_info(P.a, w.hkv, w.m_tile * T::kBM + cw * 16, w.L);
+    const RowInfo r = row_info(P.a, w.hkv, warp_first_row<T>(w, cw), w.L);
     if (!r.valid) continue;
     dev::mbar_arrive_expect_tx(&sm.q_full[cw], kBytes);
     dev::tma_load_4d(sm.staging + cw * T::kWarpStagingBytes, &P.q_map, &sm.q_full[cw], 0, r.i, r.h,

@@ -95,8 +95,21 @@ struct Sm90Traits {
   static_assert(staged_q_bytes<DPAD>() <= kWarpStagingBytes, "Q staging must fit");
   static constexpr bool kStagedIO =
       DPAD > 64 && kBaseSmemBytes + kStagingWarps* kWarpStagingBytes <= kLimit;
-  static constexpr int kSmemBytes =
-      kBaseSmemBytes + (kStagedIO ? kStagingWarps * kWarpStagingBytes : 0);
+  static constexpr int kStagingBytes = kStagedIO ? kStagingWarps * kWarpStagingBytes : 0;
+  // Key-split CTAs (wgmma_key_split.cuh), with three consumer warpgroups (head dim 64): each
+  // but the first leaves its O (kDTiles float4 a thread) in a region of its own for the first to
+  // merge. Not with two: there the main loop's runtime ring stride cost the usual CTAs 1-4%
+  // (a second loop instance instead made ptxas serialise the wgmmas, C7511), and no image
+  // shape of the benchmark has a tail worth it (docs/design/cuda.md).
+  static constexpr int kMergeSliceBytes = 128 * (DPAD / 8) * 16;
+  static constexpr int kMergeBytes = (kConsumers - 1) * kMergeSliceBytes;
+  // Every consumer holds its previous stage while it waits for its next, which must then be a
+  // stage none of them holds: more stages than consumers.
+  static constexpr bool kKeySplit = kConsumers == 3 && (kStages > kConsumers) &&
+                                    kBaseSmemBytes + kStagingBytes + kMergeBytes <= kLimit;
+  // Launches without key-split CTAs leave the merge region out (more L1 for the rest).
+  static constexpr int kSmemNoMergeBytes = kBaseSmemBytes + kStagingBytes;
+  static constexpr int kSmemBytes = kSmemNoMergeBytes + (kKeySplit ? kMergeBytes : 0);
   static_assert(16 * kStages + (kQTma ? 8 * kStagingWarps : 0) <= 128, "barriers must fit");
   static_assert(kSmemBytes <= kLimit, "over the sm90 per-block shared memory limit");
   // The tile's key scales loaded before the MMAs are issued (their latency hidden under the
@@ -132,6 +145,10 @@ struct Sm90Smem {
         q_full(empty + T::kStages),
         ones(stages + T::kKBytes + T::kVBytes + T::kOnesBytes + 4 * T::kBN),
         staging(stages + T::kStages * T::kStageBytes + T::kMiscBytes) {}
+  // Key-split CTAs: where consumer warpgroup c (>= 1) leaves its O for the merge.
+  __device__ __forceinline__ float4* merge_slice(int c) const {
+    return reinterpret_cast<float4*>(staging + T::kStagingBytes + (c - 1) * T::kMergeSliceBytes);
+  }
   // Stage of ring position n (n >= 0; kStages is a power of two, so this is a mask).
   __device__ __forceinline__ uint8_t* stage(int n) const {
     return stages + stage_index(n) * T::kStageBytes;

@@ -923,6 +923,46 @@ TEST_F(GpuAttention, ManyKeysInOneCtaStayAccurate) {
 // split (on Hopper in the warp-specialised kernel, elsewhere in the warp-MMA one) and the
 // partial results combined; GQA packing, a ragged key tail and the LSE ride along. K scales
 // per block too.
+// Key-split CTAs of the sm90a kernel (cuda/host/tail_plan.h, cuda/sm90/wgmma_key_split.cuh):
+// on a GPU of 132 SMs (H100 SXM, H200) these grids give each head's last rows, or all of them
+// (grids under one wave whose keys are too few to split), to 64-row CTAs whose three consumer
+// warpgroups walk every third key tile and merge (tests/internal/test_tail_plan.cpp checks that
+// the planner picks tails for exactly these shapes): head dims 40 and 64, both INT8 modes, GQA
+// with Q rows not a multiple of 16, 4 and 5 key tiles (a warpgroup with one tile fewer), valid
+// lengths (a batch's keys ending in the second tile, or in the first: two warpgroups' shares
+// empty), per-block K scales, and the LSE; other GPUs run the same cases on whatever grid their
+// SM count plans.
+TEST_F(GpuAttention, KeySplitCtasMergeTheirShares) {
+  struct Shape {
+    int64_t B, Hq, Hkv, Nq, Nk, D;
+  };
+  const Shape shapes[] = {
+      {1, 4, 4, 1000, 640, 64}, {2, 2, 2, 1000, 640, 40}, {1, 8, 2, 250, 640, 64},
+      {1, 4, 4, 1000, 448, 64}, {2, 6, 6, 2500, 640, 64},
+  };
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST})
+    for (const Shape& sh : shapes) {
+      Case c;
+      c.mode = mode;
+      c.B = sh.B;
+      c.Hq = sh.Hq;
+      c.Hkv = sh.Hkv;
+      c.Nq = sh.Nq;
+      c.Nk = sh.Nk;
+      c.D = sh.D;
+      c.with_lse = true;
+      c.family = t::Family::ChannelBias;
+      c.seed = static_cast<uint64_t>(sh.Nq * 3 + sh.Nk + sh.D + mode);
+      if (sh.B == 2) c.k_lengths = {static_cast<int32_t>(sh.Nk), sh.D == 40 ? 70 : 200};
+      if (mode == INT8ATTN_MODE_FAST && sh.Nk == 640) c.k_gran = INT8ATTN_GRANULARITY_PER_BLOCK;
+      Outcome r;
+      run(c, r);
+      expect_bar(c, r, name(c) + " key-split CTAs");
+      EXPECT_LE(r.lse_vs_ref.max_abs, 0.02) << t::to_string(r.lse_vs_ref);
+      EXPECT_LE(r.lse_vs_cpu.max_abs, lse_vs_cpu_tol(mode)) << t::to_string(r.lse_vs_cpu);
+    }
+}
+
 TEST_F(GpuAttention, PrefillWithFewRowsSplitKvAcrossKeys) {
   for (int32_t mode : kModes)
     for (int64_t D : {64, 128, 160, 256})
