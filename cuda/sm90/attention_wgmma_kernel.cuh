@@ -7,6 +7,7 @@
 //   wgmma_softmax.cuh   the online softmax of a tile;
 //   wgmma_exp_turns.cuh the consumers' turns at the exponentials;
 //   wgmma_q_prologue.cuh Q's raw rows by TMA into the consumer warps' staging areas;
+//   wgmma_key_split.cuh key-split CTAs (the grid's tail): the warpgroups' key shares, the merge;
 //   attention_common.cuh (shared with the warp-MMA kernel) the tile scheduler (cta_work), row
 //     visibility, the Q prologue and the output epilogue.
 //
