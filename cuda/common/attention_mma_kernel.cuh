@@ -520,16 +520,15 @@ __global__ void __launch_bounds__(32 * WARPS, (attention_min_blocks<DPAD, WARPS>
   }
 }
 
-// Launch one instantiation (sets the dynamic shared-memory limit on first use).
+// Launch one instantiation (dynamic_smem.h sets its shared-memory limit on first use).
 template <int ARCH, int DPAD, Mode MODE, bool BF16, int WARPS>
 cudaError_t launch_attention_warps(const AttnKernelParams& p, cudaStream_t stream) {
   using T = AttnTraits<DPAD, MODE, BF16, WARPS>;
   auto kernel = attention_kernel<ARCH, DPAD, MODE, BF16, WARPS>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-  if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(p.m_tiles) * p.B * p.Hkv, p.num_splits);
-  return launch_kernel(kernel, grid, dim3(T::kThreads), T::kSmemBytes, stream, p.launch_early, p);
+  return with_dynamic_smem(reinterpret_cast<const void*>(kernel), T::kSmemBytes, [&] {
+    return launch_kernel(kernel, grid, dim3(T::kThreads), T::kSmemBytes, stream, p.launch_early, p);
+  });
 }
 
 // Prefill CTAs have 8 warps (128 rows); the INT8 modes also have a 1-warp (16-row) CTA for

@@ -227,10 +227,10 @@ cudaError_t launch_short_keys_instance(const ShortKeysParams& P, cudaStream_t st
   using T = ShortKeysTraits<DPAD, BF16>;
   auto kernel = attention_short_keys_kernel<DPAD, BF16>;
   const int smem = T::smem_bytes(P.key_groups);
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(P.a.B) * P.a.Hkv * P.ctas_per_head);
-  return launch_kernel(kernel, grid, dim3(kShortKeysWarps * 32), smem, stream, false, P);
+  return with_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, [&] {
+    return launch_kernel(kernel, grid, dim3(kShortKeysWarps * 32), smem, stream, false, P);
+  });
 }
 
 }  // namespace int8attn

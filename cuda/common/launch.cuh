@@ -9,6 +9,8 @@
 
 #include <utility>
 
+#include "cuda/common/dynamic_smem.h"  // with_dynamic_smem, for the launchers
+
 namespace int8attn {
 
 template <typename... Params, typename... Args>

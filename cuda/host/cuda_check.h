@@ -55,14 +55,20 @@ class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
     cuda_check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) cuda_check(cudaSetDevice(device), "cudaSetDevice");
+    switched_ = previous_ != device;
+    if (switched_) cuda_check(cudaSetDevice(device), "cudaSetDevice");
   }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  // Every forward call passes here: restore only what was changed (cudaSetDevice is a runtime
+  // round trip of its own).
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   int previous_ = 0;
+  bool switched_ = false;
 };
 
 // Bump allocator over a workspace: carves 256-byte aligned regions; measures when base is null.

@@ -444,10 +444,10 @@ cudaError_t launch_short_keys_wgmma_instance(const ShortKeysParams& P, cudaStrea
   auto kernel = attention_short_keys_wgmma_kernel<DPAD, BF16, GROUPS, MULTI>;
   const int wgs = MULTI ? P.warpgroups : 1;
   const int smem = T::smem_bytes(MULTI ? P.full_chunks : 0, wgs);
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (err != cudaSuccess) return err;
   const dim3 grid(static_cast<unsigned>(P.a.B) * P.a.Hkv * P.ctas_per_head);
-  return launch_kernel(kernel, grid, dim3(T::kRows * 2 * wgs), smem, stream, false, P);
+  return with_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, [&] {
+    return launch_kernel(kernel, grid, dim3(T::kRows * 2 * wgs), smem, stream, false, P);
+  });
 }
 
 }  // namespace int8attn

@@ -1,6 +1,7 @@
 // The small-problem path's instantiations for sm_90a (thread-block clusters): BALANCED and FAST
 // at every padded head dim, fp16 and bf16 inputs. See attention_small.h.
 #include "cuda/sm90/attention_small.h"
+#include "cuda/common/dynamic_smem.h"
 #include "cuda/sm90/attention_small_kernel.cuh"
 #include "cuda/common/head_dims.h"
 
@@ -14,9 +15,6 @@ cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
       small_layout(DPAD, p.a.D, p.nkp, p.kc, ROWS, p.stats_by_copy ? p.cluster : 0);
   if (lay.total > kSmallMaxSmem || p.cluster < 1 || p.cluster > kSmallMaxCluster)
     return cudaErrorInvalidValue;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(lay.total));
-  if (err != cudaSuccess) return err;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(p.cluster), static_cast<unsigned>(p.a.B * p.a.Hkv));
   cfg.blockDim = dim3(kSmallThreads);
@@ -29,7 +27,8 @@ cudaError_t launch(const SmallAttnParams& p, cudaStream_t stream) {
   attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  return with_dynamic_smem(reinterpret_cast<const void*>(kernel), lay.total,
+                           [&] { return cudaLaunchKernelEx(&cfg, kernel, p); });
 }
 
 // 64 query rows per CTA, or 32.
@@ -52,9 +51,12 @@ int small_max_active_clusters(int cluster) {
   // Any instance will do: all run one 256-thread CTA per SM (registers); the most shared memory
   // makes that so for this query too.
   const auto kernel = small::attention_small_kernel<160, Mode::kFast, false, 32>;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kSmallMaxSmem)) != cudaSuccess)
+  bool set_now = false;
+  if (allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmallMaxSmem, set_now) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
     return 0;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(cluster), 1);
   cfg.blockDim = dim3(kSmallThreads);

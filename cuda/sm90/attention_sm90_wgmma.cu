@@ -141,13 +141,13 @@ cudaError_t launch(const AttnKernelParams& a, cudaStream_t stream) {
   if constexpr (T::kQTma) P.q_tma = map_q_rows<DPAD>(a, &P.q_map) ? 1 : 0;
 
   const auto kernel = kernel_of(a.k_per_block != 0);
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
-  if (err != cudaSuccess) return err;
   // Key-split CTAs only where their merge fits (the host asks sm90_wgmma_key_split first).
   if (a.tail_m_tiles > 0 && (!T::kKeySplit || a.num_splits > 1)) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(a.m_tiles + a.tail_m_tiles) * a.B * a.Hkv, a.num_splits);
   const int smem = a.tail_m_tiles > 0 ? T::kSmemBytes : T::kSmemNoMergeBytes;
-  return launch_kernel(kernel, grid, dim3(T::kThreads), smem, stream, a.launch_early, P);
+  return with_dynamic_smem(reinterpret_cast<const void*>(kernel), T::kSmemBytes, [&] {
+    return launch_kernel(kernel, grid, dim3(T::kThreads), smem, stream, a.launch_early, P);
+  });
 }
 
 }  // namespace

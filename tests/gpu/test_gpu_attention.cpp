@@ -1372,6 +1372,37 @@ TEST_F(GpuAttention, CaptureThatNeedsWorkspaceGrowthIsRefused) {
   EXPECT_EQ(unwritten, 0);
 }
 
+// The kernels' dynamic shared-memory limits are set once per kernel and device
+// (cuda/common/dynamic_smem.h), not every call. An application that resets the device loses
+// them with its context: a forward call on a new context afterwards still runs and computes
+// what it computed before (a launch that fails on a stale limit sets it again and retries).
+// Last in this file: the reset frees every allocation of the process.
+TEST_F(GpuAttention, ForwardAfterADeviceReset) {
+  for (int32_t mode : {INT8ATTN_MODE_BALANCED, INT8ATTN_MODE_FAST}) {
+    Case c;  // the wgmma kernel, whose shared memory is past the 48 KB default
+    c.mode = mode;
+    c.Nk = 1100;
+    c.seed = 70 + mode;
+    Outcome before, after;
+    run(c, before);
+    expect_bar(c, before, name(c) + " before the reset");
+    int8attn_context_destroy(ctx_);
+    ctx_ = nullptr;
+    CUDA_OK(cudaDeviceReset());
+    int8attn_context_params_t cp;
+    int8attn_context_params_init(&cp);
+    I8A_OK(int8attn_context_create(&ctx_, &cp));
+    run(c, after);
+    expect_bar(c, after, name(c) + " after cudaDeviceReset");
+    // Equal up to the order of the statistics' float atomics (as in
+    // StatisticsScratchIsResetBetweenCalls).
+    ASSERT_EQ(before.gpu.size(), after.gpu.size());
+    const t::Metrics d =
+        t::compare(after.gpu, std::vector<double>(before.gpu.begin(), before.gpu.end()));
+    EXPECT_LE(d.rel_l1, 1e-4) << name(c) << ": after the reset against before it";
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
