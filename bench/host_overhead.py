@@ -5,7 +5,9 @@ An eager diffusion step makes hundreds of attention calls; each costs host time 
 kernels are queued. This measures that cost alone: the GPU is first held busy by a long sleep
 kernel, then N calls are issued and timed on the host (no synchronisation inside the loop; the
 queue never drains, so no call waits for the device), then the device is synchronised; the
-best of 15 such batches.
+median call of 15 such batches' worth. A shape's entry points take turns call by call, each
+call timed alone, so a drift of the host's speed during the run (a GPU VM's host moves by tens
+of µs a call within seconds) reaches them all alike.
 
 Entry points: torch SDPA (default backends, and pinned to cuDNN), ``int8attn.attention`` (HND
 and NHD), ``torch.ops.int8attn.attention``, ``int8attn.sageattn``, a diffusers ``Attention``
@@ -19,8 +21,10 @@ Usage: python3 bench/host_overhead.py [--calls 30] [--out DIR]
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -41,25 +45,33 @@ SHAPES = [
 ]
 
 
-def host_us(fn, calls: int, repeats: int = 15) -> float:
-    """The best of ``repeats`` batches: host microseconds per call of ``fn``, device kept busy
-    (the host of a GPU VM is noisy; noise only adds time, so the minimum is the call's cost).
+def host_us(fns, calls: int, repeats: int = 15):
+    """Host microseconds per call of each function of ``fns`` (name -> fn), device kept busy:
+    each batch issues ``calls`` calls of every function, taking turns call by call, each call
+    timed alone; the result is a function's median call over ``repeats`` batches. Turns call by
+    call put every function under the same host conditions (the host of a GPU VM drifts by tens
+    of µs a call within seconds); the median is robust to the preemptions a minimum of batch
+    means was not.
 
-    ``calls`` stays small (30): with the device held, a few hundred queued launches fill the
-    driver's launch queue and the host then waits for the device, which is not host time."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        torch.cuda._sleep(int(1e8))  # ~60 ms of device work: no call waits for the device
-        t0 = time.perf_counter()
-        for _ in range(calls):
+    Batches stay small: with the device held, a few hundred queued launches fill the driver's
+    launch queue and the host then waits for the device, which is not host time (a diffusers
+    module call is ~10 launches, so a batch of four modules takes ``calls // 4`` turns)."""
+    turns = max(1, calls // len(fns)) if len(fns) > 2 else calls
+    for fn in fns.values():
+        for _ in range(3):
             fn()
-        t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    samples = {name: [] for name in fns}
+    items = list(fns.items())
+    for _ in range(repeats * max(1, calls // turns)):
+        torch.cuda._sleep(int(1e8))  # ~60 ms of device work: no call waits for the device
+        for _ in range(turns):
+            for name, fn in items:
+                t0 = time.perf_counter_ns()
+                fn()
+                samples[name].append(time.perf_counter_ns() - t0)
         torch.cuda.synchronize()
-        samples.append((t1 - t0) / calls * 1e6)
-    return min(samples)
+    return {name: statistics.median(v) / 1e3 for name, v in samples.items()}
 
 
 def diffusers_attention(dim: int, heads: int, cross_dim):
@@ -77,45 +89,54 @@ def measure_shape(name, B, H, Nq, Nk, D, calls):
     k = torch.randn(B, H, Nk, D, device="cuda", dtype=torch.float16)
     v = torch.randn_like(k)
     qn, kn, vn = (x.transpose(1, 2).contiguous() for x in (q, k, v))
-    res = {}
-    res["sdpa"] = host_us(lambda: F.scaled_dot_product_attention(q, k, v), calls)
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        res["sdpa_cudnn"] = host_us(lambda: F.scaled_dot_product_attention(q, k, v), calls)
-    res["int8attn_hnd"] = host_us(lambda: int8attn.attention(q, k, v, mode="fast"), calls)
-    res["int8attn_nhd"] = host_us(
-        lambda: int8attn.attention(qn, kn, vn, mode="fast", layout="NHD"), calls)
-    res["torch_op"] = host_us(lambda: torch.ops.int8attn.attention(q, k, v, 3), calls)
-    res["sageattn"] = host_us(lambda: int8attn.sageattn(q, k, v), calls)
+    res = host_us({
+        "sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
+        "int8attn_hnd": lambda: int8attn.attention(q, k, v, mode="fast"),
+        "int8attn_nhd": lambda: int8attn.attention(qn, kn, vn, mode="fast", layout="NHD"),
+        "torch_op": lambda: torch.ops.int8attn.attention(q, k, v, 3),
+        "sageattn": lambda: int8attn.sageattn(q, k, v),
+    }, calls)
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # the context outside the timed calls
+        res.update(host_us({"sdpa_cudnn": lambda: F.scaled_dot_product_attention(q, k, v)},
+                           calls))
     # int8attn's split: the C call alone (descriptors packed once), and Python with C stubbed
     o = torch.empty_like(q)
     _fastpath.forward(q, k, v, o, 3, False, None, False, 0, 0)
     s = _fastpath._slots
     ctx = _fastpath._context_handle(q.get_device())
     fn = _fastpath._forward_fn
-    res["c_call_only"] = host_us(lambda: fn(ctx, *s.refs, s.params_ref), calls)
+    res.update(host_us({"c_call_only": lambda: fn(ctx, *s.refs, s.params_ref)}, calls))
     _fastpath._forward_fn = lambda *a: 0
     try:
-        res["python_only"] = host_us(lambda: int8attn.attention(q, k, v, mode="fast"), calls)
+        res.update(host_us({"python_only": lambda: int8attn.attention(q, k, v, mode="fast")},
+                           calls))
     finally:
         _fastpath._forward_fn = fn
-    # the diffusers module, stock processor vs ours (same module, same inputs)
+    # the diffusers module: one copy per processor (same weights, same inputs), stock first
     dim = H * D
     attn, stock = diffusers_attention(dim, H, dim if Nk != Nq else None)
     if attn is not None:
         x = torch.randn(B, Nq, dim, device="cuda", dtype=torch.float16)
         ctx_states = None if Nk == Nq else torch.randn(B, Nk, dim, device="cuda",
                                                        dtype=torch.float16)
+        processors = {"module_stock": stock(),
+                      "module_int8attn_always": int8attn.Int8AttnProcessor(mode="fast",
+                                                                           route="always"),
+                      "module_int8attn_auto": int8attn.Int8AttnProcessor(mode="fast",
+                                                                         route="auto")}
+        if ctx_states is not None:
+            processors["module_int8attn_text_kv"] = int8attn.Int8AttnProcessor(
+                mode="fast", route="always", cache_text_kv=True)
+        modules = {}
+        for name, proc in processors.items():
+            modules[name] = copy.deepcopy(attn)
+            modules[name].set_processor(proc)
         with torch.no_grad():
-            attn.set_processor(stock())
-            res["module_stock"] = host_us(lambda: attn(x, ctx_states), calls)
-            for route in ("always", "auto"):
-                attn.set_processor(int8attn.Int8AttnProcessor(mode="fast", route=route))
-                res[f"module_int8attn_{route}"] = host_us(lambda: attn(x, ctx_states), calls)
-            if ctx_states is not None:
-                attn.set_processor(int8attn.Int8AttnProcessor(mode="fast", route="always",
-                                                              cache_text_kv=True))
-                res["module_int8attn_text_kv"] = host_us(lambda: attn(x, ctx_states), calls)
+            res.update(host_us({name: (lambda m=m: m(x, ctx_states))
+                                for name, m in modules.items()}, calls))
     res["excess_vs_sdpa"] = res["int8attn_hnd"] - res["sdpa"]
+    if "module_stock" in res:
+        res["module_excess_vs_stock"] = res["module_int8attn_auto"] - res["module_stock"]
     return res
 
 

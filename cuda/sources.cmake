@@ -9,6 +9,9 @@ find_package(CUDAToolkit REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 option(INT8ATTN_CUDA_PTXAS_VERBOSE "Print ptxas register/spill reports" OFF)
+# Profiling builds: per-CTA phase clocks in the sm90a attention kernel (cuda/sm90/cta_clocks.cuh,
+# read by bench/cta_phases.py). Set on that one file, so toggling it rebuilds one object.
+option(INT8ATTN_CTA_CLOCKS "Record per-CTA phase clocks in the sm90a attention kernel" OFF)
 
 set(_int8attn_all_gencode "")
 foreach(arch ${INT8ATTN_CUDA_ARCHS})
@@ -32,6 +35,10 @@ foreach(arch ${INT8ATTN_CUDA_ARCHS})
     COMPILE_OPTIONS "-gencode=arch=compute_${arch},code=sm_${arch}")
   target_compile_definitions(int8attn PRIVATE INT8ATTN_HAVE_SM${num})
 endforeach()
+if(INT8ATTN_CTA_CLOCKS)
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/cuda/sm90/attention_sm90_wgmma.cu APPEND PROPERTY
+    COMPILE_DEFINITIONS INT8ATTN_CTA_CLOCKS=1)
+endif()
 
 set_target_properties(int8attn PROPERTIES CUDA_ARCHITECTURES OFF)
 target_compile_options(int8attn PRIVATE

@@ -172,3 +172,20 @@ cudaError_t launch_attention_sm90_wgmma(const AttnKernelParams& p, int dpad, Mod
 }
 
 }  // namespace int8attn
+
+#if defined(INT8ATTN_CTA_CLOCKS) && INT8ATTN_CTA_CLOCKS
+// Profiling builds only (cuda/sm90/cta_clocks.cuh): not in the public header, called by
+// bench/cta_phases.py. reset != 0 zeroes the rows on the current device; otherwise copies all
+// kMaxCtas × kSlots of them (uint64) to host. Returns a cudaError_t.
+extern "C" __attribute__((visibility("default"))) int int8attn_debug_cta_clocks(
+    unsigned long long* host, int reset) {
+  using namespace int8attn::cta_clocks;
+  void* rows = nullptr;
+  cudaError_t e = cudaGetSymbolAddress(&rows, g_rows);
+  if (e != cudaSuccess) return static_cast<int>(e);
+  const size_t bytes = sizeof(unsigned long long) * kMaxCtas * kSlots;
+  if (reset) return static_cast<int>(cudaMemset(rows, 0, bytes));
+  if (host == nullptr) return static_cast<int>(cudaErrorInvalidValue);
+  return static_cast<int>(cudaMemcpy(host, rows, bytes, cudaMemcpyDeviceToHost));
+}
+#endif

@@ -36,6 +36,7 @@
 
 #include "cuda/common/attention_common.cuh"
 #include "cuda/common/pdl.cuh"
+#include "cuda/sm90/cta_clocks.cuh"
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_mainloop.cuh"
 #include "cuda/sm90/wgmma_key_split.cuh"
@@ -110,6 +111,7 @@ template <int DPAD, Mode MODE, bool KBLOCK>
 __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
     attention_sm90_kernel(const __grid_constant__ Sm90AttnParams P) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if (threadIdx.x == 0) cta_clocks::entry();
   dev::start_next_kernel();
   using T = Sm90Traits<DPAD, MODE>;
   const AttnKernelParams& p = P.a;
@@ -129,6 +131,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   // complete before the call's first kernel began): they run during its tail when this kernel
   // was launched early. Everything below reads what it wrote.
   dev::wait_previous_kernels();
+  if (tid == 0) cta_clocks::stamp<cta_clocks::kPrepared>();
 
   int t_begin, t_end, min_hi;
   visible_tiles<T>(p, work, lane, t_begin, t_end, min_hi);
@@ -169,6 +172,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   }
   dev::fence_proxy_async_smem();  // Q is read by wgmma (async proxy)
   dev::named_bar_sync(wg, 128);
+  if (tid == 128) cta_clocks::stamp<cta_clocks::kQReady>();
 
   // Consumer warpgroup (rows cwg*64 ..), broadcast from lane 0 so the compiler knows it is
   // warp-uniform: the wgmma descriptors derived from it then live in uniform registers.
@@ -198,6 +202,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   consume_kv_tiles(sm, cwg, t_begin, t_end - t_begin,
                    key_split<T>(work) ? RingShare{cwg, T::kConsumers} : RingShare{0, 1}, sfx, o);
 
+  if (tid == 128) cta_clocks::stamp<cta_clocks::kLoopDone>();
   // ---- epilogue ------------------------------------------------------------------------------
   sfx.finish_row_sums(o, lane);
   if constexpr (T::kKeySplit)
@@ -210,6 +215,7 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   else
     write_output_rows<DPAD, true>(p, o_out, sfx.m_run, sfx.l_run, sfx.rows, lse_shift, sfx.kPOffset,
                                   work.split, work.b, work.kv_head, sfx.t4);
+  if (tid == 128) cta_clocks::done(t_end - t_begin);
 #else
   __trap();  // compiled for sm_90a only
 #endif

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "cuda/sm90/cta_clocks.cuh"
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_exp_turns.cuh"
 #include "cuda/sm90/wgmma_key_split.cuh"
@@ -186,6 +187,7 @@ __device__ __forceinline__ void consume_kv_tiles(const Sm90Smem<T>& sm, int cwg,
   const typename M::DescBase base = M::desc_base(sm, cwg);
   M::descs_of(base, pos(0), cur);
   dev::mbar_wait(&sm.full[Sm90Smem<T>::stage_index(pos(0))], Sm90Smem<T>::stage_phase(pos(0)));
+  if (threadIdx.x == 128) cta_clocks::stamp<cta_clocks::kFirstTile>();
   if constexpr (kEarly) sfx.load_key_scales(sm.stage_key_scales(pos(0)));
   dev::wgmma_fence();
   M::template issue_qk<KBLOCK>(cur, si);

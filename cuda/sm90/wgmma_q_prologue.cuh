@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "cuda/common/attention_common.cuh"
+#include "cuda/sm90/cta_clocks.cuh"
 #include "cuda/sm90/primitives.cuh"
 #include "cuda/sm90/wgmma_key_split.cuh"
 #include "cuda/sm90/wgmma_traits.cuh"
@@ -51,6 +52,7 @@ __device__ __forceinline__ void stage_q_rows_landed(const AttnKernelParams& p, c
       staged_q_passes<DPAD, false>(p, w.b, w.hkv, w.L, packed_row0, lane, nullptr);
   finish_q_chunk_constants(p, c0, kmu, q_factor);
   if (row_info(p, w.hkv, packed_row0, w.L).valid) dev::mbar_wait(&sm.q_full[cw], 0);
+  if (threadIdx.x == 128) cta_clocks::stamp<cta_clocks::kQLanded>();
   quantize_staged_q_rows<DPAD, typename T::QTile>(p, live_passes, kmu, q_factor, r_local0, sm.q,
                                                   sm.q_scale, sm.lse_shift, lane,
                                                   sm.staging + cw * T::kWarpStagingBytes);
