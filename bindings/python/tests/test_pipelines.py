@@ -127,6 +127,16 @@ def test_sageattn_rejects_unknown_arguments():
     assert "sageattn" in int8attn.__all__ and "sageattn" in dir(int8attn)
 
 
+def test_sageattn_layout_and_mode_spellings():
+    q, k, v = (randn(1, 520, 2, 64, seed=s, dtype=torch.float16) for s in range(3))
+    ref = int8attn.sageattn(q, k, v, tensor_layout="NHD")
+    assert torch.equal(ref, int8attn.attention(q, k, v, mode="fast", layout="NHD",
+                                               k_granularity="block"))
+    for layout, mode in (("nhd", "fast"), ("NHD", "FAST"), ("NHD", int8attn.Mode.FAST),
+                         ("NHD", int(int8attn.Mode.FAST))):
+        assert torch.equal(int8attn.sageattn(q, k, v, tensor_layout=layout, mode=mode), ref)
+
+
 @pytest.mark.parametrize("layout", ["HND", "NHD"])
 @pytest.mark.parametrize("hkv", [4, 2])
 def test_sageattn_routes_to_sdpa_where_the_table_says(monkeypatch, layout, hkv):

@@ -702,8 +702,9 @@ def _call_shape(query: torch.Tensor, key: torch.Tensor, layout: str) -> Tuple[in
     """What the routing looks a call up by: (CUDA device or -1, head dim, Nq, Nk, batch × query
     heads), as plain ints (while tracing, shapes are static and these become constants)."""
     n, h = (1, 2) if layout == "NHD" else (2, 1)
-    return (query.get_device() if query.is_cuda else -1, int(query.shape[-1]),
-            int(query.shape[n]), int(key.shape[n]), int(query.shape[0]) * int(query.shape[h]))
+    qs, ks = query.shape, key.shape  # each .shape builds a torch.Size: ~0.3 µs of every call
+    return (query.get_device() if query.is_cuda else -1, int(qs[-1]), int(qs[n]), int(ks[n]),
+            int(qs[0]) * int(qs[h]))
 
 
 def _static_shapes(*tensors: torch.Tensor) -> bool:

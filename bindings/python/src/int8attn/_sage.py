@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ._api import ModeLike, attention, parse_mode
+from ._api import _MODE_INTS, ModeLike, attention, attention_torch, parse_mode
+from ._tensors import is_torch
 
 #: SageAttention's tuning keywords, accepted for compatibility (int8attn picks its own kernels
 #: and scale granularity).
@@ -75,11 +76,13 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
             ``dropout_p``; ``attn_mask`` with ``is_causal``, or a mask other than a key-padding
             one with ``return_lse`` (SDPA, which computes it, returns no LSE).
     """
-    unknown = set(kwargs) - SAGE_TUNING_KWARGS
-    if unknown:
-        raise TypeError(f"sageattn: unexpected keyword argument(s) {sorted(unknown)}")
-    layout = str(tensor_layout).upper()
-    if layout not in ("HND", "NHD"):
+    # Every check below runs on each call of a patched pipeline: the common case first.
+    if kwargs:
+        unknown = set(kwargs) - SAGE_TUNING_KWARGS
+        if unknown:
+            raise TypeError(f"sageattn: unexpected keyword argument(s) {sorted(unknown)}")
+    layout = tensor_layout if tensor_layout in _LAYOUTS else str(tensor_layout).upper()
+    if layout not in _LAYOUTS:
         raise ValueError(f"tensor_layout: expected 'HND' or 'NHD', got {tensor_layout!r}")
     if route not in _ROUTES:
         raise ValueError(f"route: expected one of {_ROUTES}, got {route!r}")
@@ -104,12 +107,19 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         k, v = _routing_parts()[4](k, v, layout, padding.order)
         k_lengths = padding.lengths
     stats["int8attn"] += 1
+    if k_lengths is None and not return_lse and smooth_k and is_torch(q):
+        # attention()'s own low-overhead path, without its checks for options sageattn lacks
+        o = attention_torch(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale,
+                            layout=layout, k_granularity=k_granularity)
+        if o is not None:
+            return o
     return attention(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale, layout=layout,
                      return_lse=return_lse, smooth_k=smooth_k, k_granularity=k_granularity,
                      k_lengths=k_lengths)
 
 
 _ROUTES = ("auto", "always")
+_LAYOUTS = ("HND", "NHD")
 
 #: Where ``sageattn``'s calls went: ``int8attn``, ``sdpa_routed`` (the routing table, or an
 #: EXACT call, sent it to SDPA) and ``sdpa_masked`` (a mask other than a key-padding one). Reset
@@ -165,7 +175,9 @@ def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> 
     device, head_dim, nq, nk, batch_heads = call_shape(q, k, layout)
     if causal and nq != nk:
         return False
-    return route("auto", device, int(parse_mode(mode)), head_dim, nq, nk, batch_heads)
+    m = _MODE_INTS.get(mode) if isinstance(mode, (str, int)) else None
+    return route("auto", device, int(parse_mode(mode)) if m is None else m, head_dim, nq, nk,
+                 batch_heads)
 
 
 def _sdpa(q: Any, k: Any, v: Any, layout: str, causal: bool, sm_scale: Optional[float],
@@ -173,7 +185,9 @@ def _sdpa(q: Any, k: Any, v: Any, layout: str, causal: bool, sm_scale: Optional[
     """SDPA on the call, its output laid out like ``q`` (int8attn's own output is)."""
     sdpa = _routing_parts()[2]
     if layout == "NHD":
-        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
-    gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
-    o = sdpa(q, k, v, attn_mask=mask, is_causal=causal, scale=sm_scale, **gqa)
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if q.size(1) != k.size(1):
+        o = sdpa(q, k, v, attn_mask=mask, is_causal=causal, scale=sm_scale, enable_gqa=True)
+    else:
+        o = sdpa(q, k, v, attn_mask=mask, is_causal=causal, scale=sm_scale)
     return o.transpose(1, 2).contiguous() if layout == "NHD" else o
