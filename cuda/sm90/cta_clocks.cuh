@@ -31,7 +31,6 @@ enum Slot : int {
 constexpr int kMaxCtas = 65536;
 
 #if defined(INT8ATTN_CTA_CLOCKS) && INT8ATTN_CTA_CLOCKS
-inline constexpr bool kEnabled = true;
 static __device__ unsigned long long g_rows[kMaxCtas * kSlots];
 
 __device__ __forceinline__ unsigned long long* row() {
@@ -63,7 +62,6 @@ __device__ __forceinline__ void done(int tiles) {
   r[kTiles] = static_cast<unsigned long long>(tiles);
 }
 #else
-inline constexpr bool kEnabled = false;
 template <Slot S>
 __device__ __forceinline__ void stamp() {}
 __device__ __forceinline__ void entry() {}

@@ -135,6 +135,9 @@ def test_sageattn_layout_and_mode_spellings():
     for layout, mode in (("nhd", "fast"), ("NHD", "FAST"), ("NHD", int8attn.Mode.FAST),
                          ("NHD", int(int8attn.Mode.FAST))):
         assert torch.equal(int8attn.sageattn(q, k, v, tensor_layout=layout, mode=mode), ref)
+    for bad in ("bogus", 99, [3]):
+        with pytest.raises(ValueError, match="mode: unknown precision mode"):
+            int8attn.sageattn(q, k, v, tensor_layout="NHD", mode=bad)
 
 
 @pytest.mark.parametrize("layout", ["HND", "NHD"])

@@ -77,7 +77,7 @@ def parse_mode(mode: ModeLike, name: str = "mode") -> Mode:
                              "'balanced', 'fast' or None") from None
     try:
         return Mode(int(mode))
-    except ValueError:
+    except (TypeError, ValueError):
         raise ValueError(f"{name}: unknown precision mode {mode!r}") from None
 
 
@@ -549,6 +549,13 @@ _MODE_INTS.update({int(m): int(m) for m in Mode})
 _MODE_INTS[None] = int(Mode.DEFAULT)
 
 
+def mode_int(mode: ModeLike) -> int:
+    """:func:`parse_mode` as a plain int, with one dict lookup for the usual spellings (this
+    runs on every call of a pipeline)."""
+    m = _MODE_INTS.get(mode) if isinstance(mode, (str, int)) or mode is None else None
+    return int(parse_mode(mode)) if m is None else m
+
+
 def attention_torch(q: Any, k: Any, v: Any, mode: ModeLike = None, causal: bool = False,
                     sm_scale: Optional[float] = None, layout: str = "HND",
                     policy: PolicyLike = None, timestep: Optional[int] = None,
@@ -558,9 +565,7 @@ def attention_torch(q: Any, k: Any, v: Any, mode: ModeLike = None, causal: bool 
     dtypes, ranks or array types), so the caller takes :func:`attention`'s general path."""
     if q.requires_grad or k.requires_grad or v.requires_grad:
         _refuse_autograd(q, k, v)
-    m = _MODE_INTS.get(mode)
-    if m is None:
-        m = int(parse_mode(mode))
+    m = mode_int(mode)
     if layout == "NHD":
         nhd = True
     elif layout == "HND":

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ._api import _MODE_INTS, ModeLike, attention, attention_torch, parse_mode
-from ._tensors import is_torch
+from ._api import ModeLike, attention, mode_int
 
 #: SageAttention's tuning keywords, accepted for compatibility (int8attn picks its own kernels
 #: and scale granularity).
@@ -107,12 +106,6 @@ def sageattn(q: Any, k: Any, v: Any, tensor_layout: str = "HND", is_causal: bool
         k, v = _routing_parts()[4](k, v, layout, padding.order)
         k_lengths = padding.lengths
     stats["int8attn"] += 1
-    if k_lengths is None and not return_lse and smooth_k and is_torch(q):
-        # attention()'s own low-overhead path, without its checks for options sageattn lacks
-        o = attention_torch(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale,
-                            layout=layout, k_granularity=k_granularity)
-        if o is not None:
-            return o
     return attention(q, k, v, mode=mode, causal=is_causal, sm_scale=sm_scale, layout=layout,
                      return_lse=return_lse, smooth_k=smooth_k, k_granularity=k_granularity,
                      k_lengths=k_lengths)
@@ -175,9 +168,7 @@ def _prefers_sdpa(q: Any, k: Any, layout: str, causal: bool, mode: ModeLike) -> 
     device, head_dim, nq, nk, batch_heads = call_shape(q, k, layout)
     if causal and nq != nk:
         return False
-    m = _MODE_INTS.get(mode) if isinstance(mode, (str, int)) else None
-    return route("auto", device, int(parse_mode(mode)) if m is None else m, head_dim, nq, nk,
-                 batch_heads)
+    return route("auto", device, mode_int(mode), head_dim, nq, nk, batch_heads)
 
 
 def _sdpa(q: Any, k: Any, v: Any, layout: str, causal: bool, sm_scale: Optional[float],
