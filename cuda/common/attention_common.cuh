@@ -182,6 +182,8 @@ struct QChunks {
   static constexpr int kChunks = DPAD / 8;  // 8-channel chunks of a padded row
   static constexpr int kLanes = kChunks <= 4 ? 4 : kChunks <= 8 ? 8 : kChunks <= 16 ? 16 : 32;
   static constexpr int kRowsPerPass = 32 / kLanes, kPasses = 16 / kRowsPerPass;
+  // Passes quantized together (quantize_q_chunks) by a kernel with registers to spare: up to 8.
+  static constexpr int kWideGroup = kPasses < 8 ? kPasses : 8;
 };
 
 // This lane's 8 channels (c0..) of μ_K (smoothing shift) and Q's channel factor before the
@@ -217,37 +219,60 @@ __device__ __forceinline__ void q_chunk_constants(const AttnKernelParams& p, int
   finish_q_chunk_constants(p, c0, kmu, q_factor);
 }
 
-// One lane's 8 raw fp16/bf16 channels of row r_local (zero when !live): the row's absmax over
-// its kLanes lanes and (only when the LSE is written) the K-smoothing shift, then INT8 into sQ
-// (8 bytes) and the row's scale and LSE shift. The same maths as stage_q_warp_rows' general
-// path.
-template <int DPAD, int kLanes, typename QTile>
-__device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, const uint4& raw,
-                                                 bool live, const float (&kmu)[8],
-                                                 const float (&q_factor)[8], int r_local, int c0,
-                                                 uint8_t* sQ, float* sQScale, float* sLseShift) {
-  float x[8];
-  dev::unpack8(live ? raw : make_uint4(0u, 0u, 0u, 0u), p.dtype, x);
+// One lane's 8 raw fp16/bf16 channels of each of kN rows (row r_local[j] from raw[j], zero when
+// !live[j]): each row's absmax over its kLanes lanes and (only when the LSE is written) the
+// K-smoothing shift, then INT8 into sQ (8 bytes a row) and the rows' scales and LSE shifts. The
+// same maths as stage_q_warp_rows' general path. Each step runs over all kN rows before the
+// next, so the rows' dependency chains (the shuffles across lanes, the scale's divisions)
+// overlap: the prologue's warps have no other warp on their scheduler to hide them behind.
+template <int DPAD, int kLanes, typename QTile, int kN>
+__device__ __forceinline__ void quantize_q_chunks(const AttnKernelParams& p, const uint4 (&raw)[kN],
+                                                  const bool (&live)[kN], const float (&kmu)[8],
+                                                  const float (&q_factor)[8],
+                                                  const int (&r_local)[kN], int c0, uint8_t* sQ,
+                                                  float* sQScale, float* sLseShift) {
+  float x[kN][8];
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+    dev::unpack8(live[j] ? raw[j] : make_uint4(0u, 0u, 0u, 0u), p.dtype, x[j]);
   // The shift only moves the LSE (split-KV partials of a row all lack it alike when it is off).
   const bool want_shift = p.lse != nullptr;
-  float shift = 0.f;
+  float shift[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) shift[j] = 0.f;
   if (want_shift) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) shift = fmaf(x[i], kmu[i], shift);
+    for (int j = 0; j < kN; ++j)
 #pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) shift += __shfl_xor_sync(0xffffffffu, shift, o);
+      for (int i = 0; i < 8; ++i) shift[j] = fmaf(x[j][i], kmu[i], shift[j]);
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1)
+#pragma unroll
+      for (int j = 0; j < kN; ++j) shift[j] += __shfl_xor_sync(0xffffffffu, shift[j], o);
   }
+  float amax[kN];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) x[i] *= q_factor[i];
-  qm::rotate8(x);
-  const float amax = lane_group_max_nonneg<kLanes>(absmax8(x));
-  const float sc = qm::int8_scale(amax, p.q_multiplier);
-  const uint2 w = quantize8_int8(x, 1.0f / sc);
-  if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local, c0)) = w;
-  if (c0 == 0) {
-    // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
-    sLseShift[r_local] = want_shift ? shift * p.sm_scale : 0.f;
-    sQScale[r_local] = sc * p.sm_scale_log2;
+  for (int j = 0; j < kN; ++j) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[j][i] *= q_factor[i];
+    qm::rotate8(x[j]);
+    amax[j] = absmax8(x[j]);
+  }
+  lane_group_max_nonneg<kLanes, kN>(amax);
+  float sc[kN], inv[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) sc[j] = qm::int8_scale(amax[j], p.q_multiplier);
+#pragma unroll
+  for (int j = 0; j < kN; ++j) inv[j] = 1.0f / sc[j];
+#pragma unroll
+  for (int j = 0; j < kN; ++j) {
+    const uint2 w = quantize8_int8(x[j], inv[j]);
+    if (c0 < DPAD) *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local[j], c0)) = w;
+    if (c0 == 0) {
+      // K smoothing removed q·μ_K from every score of the row; the LSE puts it back.
+      sLseShift[r_local[j]] = want_shift ? shift[j] * p.sm_scale : 0.f;
+      sQScale[r_local[j]] = sc[j] * p.sm_scale_log2;
+    }
   }
 }
 
@@ -256,7 +281,7 @@ __device__ __forceinline__ void quantize_q_chunk(const AttnKernelParams& p, cons
 // with one 16-byte load (all passes' loads in flight together) and stores its 8 INT8 bytes with
 // one 8-byte store. About a fifth of the instructions of the general path: the prologue runs
 // once per CTA from a cold instruction cache, so its length is what it costs.
-template <int DPAD, typename QTile>
+template <int DPAD, typename QTile, int kGroup = 1>
 __device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p, int b, int hkv,
                                                       int L, int64_t kv_head, int packed_row0,
                                                       int r_local0, uint8_t* sQ, float* sQScale,
@@ -276,11 +301,21 @@ __device__ __forceinline__ void stage_q_warp_rows_vec(const AttnKernelParams& p,
     live[ps] = ri.valid && live_chunk;
     raw[ps] = *reinterpret_cast<const uint4*>(q16 + (live[ps] ? off + c0 : 0));
   }
+  static_assert(QC::kPasses % kGroup == 0, "passes in whole groups");
 #pragma unroll
-  for (int ps = 0; ps < QC::kPasses; ++ps)
-    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw[ps], live[ps], kmu, q_factor,
-                                              r_local0 + ps * QC::kRowsPerPass + lane / QC::kLanes,
-                                              c0, sQ, sQScale, sLseShift);
+  for (int g = 0; g < QC::kPasses; g += kGroup) {
+    uint4 graw[kGroup];
+    bool glive[kGroup];
+    int r_local[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) {
+      graw[j] = raw[g + j];
+      glive[j] = live[g + j];
+      r_local[j] = r_local0 + (g + j) * QC::kRowsPerPass + lane / QC::kLanes;
+    }
+    quantize_q_chunks<DPAD, QC::kLanes, QTile, kGroup>(p, graw, glive, kmu, q_factor, r_local, c0,
+                                                       sQ, sQScale, sLseShift);
+  }
 }
 
 // Bytes of one warp's staging area: its 16 raw Q rows (kLanes 16-byte chunks a row) on the
@@ -337,9 +372,12 @@ __device__ __forceinline__ uint32_t staged_q_passes(const AttnKernelParams& p, i
 }
 
 // The warp's 16 staged raw rows (kLanes 16-byte chunks a row, zeros outside Q) into sQ as INT8
-// with per-row scales: the same maths as stage_q_warp_rows. Passes without a valid row
-// (decode: 4 of 16 rows live) are only zeroed, not quantized. Each lane reads its own chunks.
-template <int DPAD, typename QTile>
+// with per-row scales: the same maths as stage_q_warp_rows. Passes without a valid row (decode:
+// 4 of 16 rows live) are quantized as zeros (scale 1, kept finite: no one reads them back).
+// Each lane reads its own chunks. kGroup passes at a time (quantize_q_chunks): all of them in
+// the warpgroup kernel, whose consumers have the registers; one in the register-tight
+// warp-MMA kernel.
+template <int DPAD, typename QTile, int kGroup = 1>
 __device__ __forceinline__ void quantize_staged_q_rows(const AttnKernelParams& p,
                                                        uint32_t live_passes, const float (&kmu)[8],
                                                        const float (&q_factor)[8], int r_local0,
@@ -347,19 +385,22 @@ __device__ __forceinline__ void quantize_staged_q_rows(const AttnKernelParams& p
                                                        float* sLseShift, int lane,
                                                        const uint8_t* staging) {
   using QC = QChunks<DPAD>;
+  static_assert(QC::kPasses % kGroup == 0, "passes in whole groups");
   const int chunk = lane % QC::kLanes, c0 = chunk * 8;
 #pragma unroll 1
-  for (int ps = 0; ps < QC::kPasses; ++ps) {
-    const int row = ps * QC::kRowsPerPass + lane / QC::kLanes;
-    if (!((live_passes >> ps) & 1u)) {  // warp-uniform: rows no one reads back, kept finite
-      if (c0 < DPAD)
-        *reinterpret_cast<uint2*>(sQ + QTile::offset(r_local0 + row, c0)) = uint2{0u, 0u};
-      if (c0 == 0) sQScale[r_local0 + row] = sLseShift[r_local0 + row] = 0.f;
-      continue;
+  for (int g = 0; g < QC::kPasses; g += kGroup) {
+    uint4 raw[kGroup];
+    bool live[kGroup];
+    int r_local[kGroup];
+#pragma unroll
+    for (int j = 0; j < kGroup; ++j) {
+      const int row = (g + j) * QC::kRowsPerPass + lane / QC::kLanes;
+      live[j] = (live_passes >> (g + j)) & 1u;  // warp-uniform
+      r_local[j] = r_local0 + row;
+      raw[j] = *reinterpret_cast<const uint4*>(staging + (row * QC::kLanes + chunk) * 16);
     }
-    const uint4 raw = *reinterpret_cast<const uint4*>(staging + (row * QC::kLanes + chunk) * 16);
-    quantize_q_chunk<DPAD, QC::kLanes, QTile>(p, raw, true, kmu, q_factor, r_local0 + row, c0, sQ,
-                                              sQScale, sLseShift);  // zeros outside Q
+    quantize_q_chunks<DPAD, QC::kLanes, QTile, kGroup>(p, raw, live, kmu, q_factor, r_local, c0, sQ,
+                                                       sQScale, sLseShift);
   }
 }
 
@@ -367,7 +408,8 @@ __device__ __forceinline__ void quantize_staged_q_rows(const AttnKernelParams& p
 // INT8 with per-row scales, through cp.async copies into the staging area. kOtherCopies:
 // other_copies() starts and commits exactly one more cp.async group once Q's copies are on their
 // way (a key tile to fly during the quantization); the wait then leaves that group in flight.
-template <int DPAD, typename QTile, bool kOtherCopies = false, typename F = NoOtherCopies>
+template <int DPAD, typename QTile, bool kOtherCopies = false, int kGroup = 1,
+          typename F = NoOtherCopies>
 __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, int b, int hkv,
                                                     int L, int64_t kv_head, int packed_row0,
                                                     int r_local0, uint8_t* sQ, float* sQScale,
@@ -384,8 +426,8 @@ __device__ __forceinline__ void stage_q_rows_staged(const AttnKernelParams& p, i
   if constexpr (kOtherCopies) other_copies();
   finish_q_chunk_constants(p, c0, kmu, q_factor);
   dev::cp_async_wait<kOtherCopies ? 1 : 0>();  // each lane reads back only its own copies
-  quantize_staged_q_rows<DPAD, QTile>(p, live_passes, kmu, q_factor, r_local0, sQ, sQScale,
-                                      sLseShift, lane, staging);
+  quantize_staged_q_rows<DPAD, QTile, kGroup>(p, live_passes, kmu, q_factor, r_local0, sQ, sQScale,
+                                              sLseShift, lane, staging);
 }
 
 // Write the warp's 16 rows of O (acc in the m16n8 / wgmma accumulator layout, l_run reduced
@@ -487,8 +529,8 @@ __device__ __forceinline__ void stage_q_warp_rows(const AttnKernelParams& p, int
                                                   int lane, float (&row_absmax)[16]) {
   if constexpr (INT8QK) {
     if (p.q_vec && !p.q_per_block) {
-      stage_q_warp_rows_vec<DPAD, QTile>(p, b, hkv, L, kv_head, packed_row0, r_local0, sQ, sQScale,
-                                         sLseShift, lane);
+      stage_q_warp_rows_vec<DPAD, QTile, kBatch >= 16 ? QChunks<DPAD>::kWideGroup : 1>(
+          p, b, hkv, L, kv_head, packed_row0, r_local0, sQ, sQScale, sLseShift, lane);
       return;
     }
   }

@@ -14,16 +14,27 @@ namespace int8attn {
 // The maximum of a non-negative float over each group of kLanes consecutive lanes (a power of
 // two). A whole warp is one REDUX on the bits (non-negative floats order as their bit patterns)
 // instead of five dependent shuffle + max steps.
-template <int kLanes>
-__device__ __forceinline__ float lane_group_max_nonneg(float x) {
+// The array form reduces kN independent values at once, each step's shuffles of all of them
+// issued together, so their latencies overlap.
+template <int kLanes, int kN>
+__device__ __forceinline__ void lane_group_max_nonneg(float (&x)[kN]) {
   if constexpr (kLanes == 32) {
-    return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(x)));
+#pragma unroll
+    for (int j = 0; j < kN; ++j)
+      x[j] = __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(x[j])));
   } else {
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o >>= 1)
-      x = dev::fmax_nan(x, __shfl_xor_sync(0xffffffffu, x, o));
-    return x;
+#pragma unroll
+      for (int j = 0; j < kN; ++j)
+        x[j] = dev::fmax_nan(x[j], __shfl_xor_sync(0xffffffffu, x[j], o));
   }
+}
+template <int kLanes>
+__device__ __forceinline__ float lane_group_max_nonneg(float x) {
+  float a[1] = {x};
+  lane_group_max_nonneg<kLanes, 1>(a);
+  return a[0];
 }
 
 // The largest |x_i| of eight floats, as a tree (three dependent steps, not seven); NaN if any

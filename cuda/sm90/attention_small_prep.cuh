@@ -370,7 +370,7 @@ __device__ __forceinline__ void quantize_k_share(const SmallCta& cta, const Smal
     k_pass(std::false_type{});
 }
 
-// INT8 Q of this lane's row (as quantize_q_chunk, attention_common.cuh, over the lane's kCpl
+// INT8 Q of this lane's row (as quantize_q_chunks, attention_common.cuh, over the lane's kCpl
 // chunks, rotation included): codes into sQ8, the row's scale times sm_scale·log2 e into sQs,
 // and the LSE's shift (q·μ_K, which K smoothing removed from every score) into sLse.
 template <typename Tr, bool BF16>

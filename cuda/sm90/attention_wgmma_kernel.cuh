@@ -152,9 +152,9 @@ __global__ void __launch_bounds__(Sm90Traits<DPAD, MODE>::kThreads, 1)
   // them into registers.
   const auto stage_q_by_lanes = [&] {
     if (T::kStagedIO && p.q_vec) {
-      stage_q_rows_staged<DPAD, typename T::QTile>(p, work.b, work.hkv, work.L, work.kv_head, row_g,
-                                                   cw * 16, sm.q, sm.q_scale, sm.lse_shift, lane,
-                                                   staging);
+      stage_q_rows_staged<DPAD, typename T::QTile, false, QChunks<DPAD>::kWideGroup>(
+          p, work.b, work.hkv, work.L, work.kv_head, row_g, cw * 16, sm.q, sm.q_scale, sm.lse_shift,
+          lane, staging);
     } else {
       float row_absmax[16];
       stage_q_warp_rows<DPAD, true, false, typename T::QTile, 16>(

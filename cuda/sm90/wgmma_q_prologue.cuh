@@ -53,9 +53,9 @@ __device__ __forceinline__ void stage_q_rows_landed(const AttnKernelParams& p, c
   finish_q_chunk_constants(p, c0, kmu, q_factor);
   if (row_info(p, w.hkv, packed_row0, w.L).valid) dev::mbar_wait(&sm.q_full[cw], 0);
   if (threadIdx.x == 128) cta_clocks::stamp<cta_clocks::kQLanded>();
-  quantize_staged_q_rows<DPAD, typename T::QTile>(p, live_passes, kmu, q_factor, r_local0, sm.q,
-                                                  sm.q_scale, sm.lse_shift, lane,
-                                                  sm.staging + cw * T::kWarpStagingBytes);
+  quantize_staged_q_rows<DPAD, typename T::QTile, QChunks<DPAD>::kWideGroup>(
+      p, live_passes, kmu, q_factor, r_local0, sm.q, sm.q_scale, sm.lse_shift, lane,
+      sm.staging + cw * T::kWarpStagingBytes);
 }
 
 }  // namespace int8attn
