@@ -328,7 +328,7 @@ inline constexpr int staged_q_bytes() {
 }
 template <int DPAD>
 inline constexpr int staged_o_bytes() {
-  return 16 * (DPAD * 4 + 16) + 64;
+  return 16 * DPAD * 4 + 64;  // 16 fp32 rows (store_o_rows_staged), then their empty flags
 }
 
 // Q in and O out through a per-warp staging area of shared memory, for contiguous, 16-byte
@@ -460,9 +460,16 @@ __device__ __forceinline__ void store_o_rows_staged(
       mu[i] = vm[i];
     }
   }
-  constexpr int kPitch = DPAD + 4;  // floats per staged row (staged_o_bytes)
+  // Rows of DPAD floats, each row's 8-float chunks XOR-swizzled by (row & 3) (DPAD is a
+  // multiple of 32, so the swizzle stays in the row): a half-warp's float2 stores (4 rows, a
+  // chunk each) then cover the 32 banks once, and so do a quarter-warp's float4 reads (8 chunks
+  // of one row) when each lane reads its chunk's halves in the order (pc >> 2) & 1 gives. A pitch
+  // of DPAD + 4 without the swizzle made both 2-way bank conflicted.
   float* sO = reinterpret_cast<float*>(staging);
-  float* sEmpty = sO + 16 * kPitch;
+  float* sEmpty = sO + 16 * DPAD;
+  const auto chunk_at = [&](int row, int chunk) {
+    return sO + row * DPAD + (chunk ^ (row & 3)) * 8;
+  };
   const int g8 = lane >> 2, t4 = lane & 3;
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
@@ -471,7 +478,7 @@ __device__ __forceinline__ void store_o_rows_staged(
     const int row = g8 + 8 * rh;
 #pragma unroll
     for (int dn = 0; dn < DPAD / 8; ++dn)
-      *reinterpret_cast<float2*>(sO + row * kPitch + dn * 8 + 2 * t4) =
+      *reinterpret_cast<float2*>(chunk_at(row, dn) + 2 * t4) =
           make_float2(acc[dn][2 * rh] * inv_l, acc[dn][2 * rh + 1] * inv_l);
     const RowInfo& r = my_rows[rh];
     if (t4 == 0) {
@@ -491,8 +498,11 @@ __device__ __forceinline__ void store_o_rows_staged(
     const int row = ps * RC::kRowsPerPass + lane / RC::kLanes;
     const RowInfo ri = row_info(p, hkv, packed_row0 + row, L);
     if (!ri.valid || !live_chunk) continue;
-    const float4 lo = *reinterpret_cast<const float4*>(sO + row * kPitch + c0);
-    const float4 hi = *reinterpret_cast<const float4*>(sO + row * kPitch + c0 + 4);
+    const float* src = chunk_at(row, chunk);
+    const int half = ((chunk ^ (row & 3)) >> 2) & 1;  // this lane's half to read first
+    const float4 first = *reinterpret_cast<const float4*>(src + 4 * half);
+    const float4 second = *reinterpret_cast<const float4*>(src + 4 * (half ^ 1));
+    const float4 lo = half ? second : first, hi = half ? first : second;
     const bool empty = sEmpty[row] != 0.f;
     const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     if (split_out) {  // fp32 partial rows of D floats (D % 8 == 0: 32-byte aligned chunks)

@@ -77,7 +77,7 @@ struct Sm90Traits {
   // Ring of K/V tiles: four stages; BALANCED above head dim 128 two, where its fp16 V tiles
   // (and at 160 and 192 the staging areas: the tiny shapes of those head dims are latency-bound
   // on the once-per-CTA code) leave no room for more. FAST's 64-key tiles above 128 keep four
-  // (at 192 the staging areas no longer fit beside them; the four stages measured faster).
+  // (up to 192 the staging areas fit beside them too).
   static constexpr int kStages = kFp8PV || DPAD <= 128 ? 4 : 2;
   static constexpr int kBaseSmemBytes = 1024 + kQBytes + kStages * kStageBytes + kMiscBytes;
   static constexpr int kLimit = 227 * 1024;  // sm90's per-block shared memory
