@@ -463,8 +463,9 @@ __device__ __forceinline__ void store_o_rows_staged(
   // Rows of DPAD floats, each row's 8-float chunks XOR-swizzled by (row & 3) (DPAD is a
   // multiple of 32, so the swizzle stays in the row): a half-warp's float2 stores (4 rows, a
   // chunk each) then cover the 32 banks once, and so do a quarter-warp's float4 reads (8 chunks
-  // of one row) when each lane reads its chunk's halves in the order (pc >> 2) & 1 gives. A pitch
+  // of one row) when each lane reads its chunk's halves in the order `half` below gives. A pitch
   // of DPAD + 4 without the swizzle made both 2-way bank conflicted.
+  static_assert(DPAD % 32 == 0, "the (row & 3) swizzle permutes chunks within groups of 4");
   float* sO = reinterpret_cast<float*>(staging);
   float* sEmpty = sO + 16 * DPAD;
   const auto chunk_at = [&](int row, int chunk) {

@@ -36,7 +36,21 @@ int64_t kv_stats_partial_floats(int heads, int stride) {
   return static_cast<int64_t>(heads) * kv_stats_head_floats(stride);
 }
 
+int64_t plan_kv_stats(KvPrepParams& p) {
+  // Token ranges per head: at most one wave of CTAs (a partial second wave of these short CTAs
+  // costs as much as a full one: flux_1024px's 1.09 waves took 48 us), at least one (a head's
+  // last CTA finalizes it). Q's rows are split into as many ranges.
+  const int heads = p.heads_b * p.heads_h;
+  const int nchunks = (p.n + kChunk - 1) / kChunk;
+  const int qchunks = p.balance && p.Nq > 0 ? (p.Nq + kChunk - 1) / kChunk : 0;
+  const int wave = stats_ctas_per_sm(p) * std::max(p.sm_count, 1) / std::max(heads, 1);
+  p.stats_ranges = std::max(1, std::min(wave, std::max(nchunks, qchunks)));
+  return static_cast<int64_t>(heads) * p.stats_ranges * 2 * p.dpad;
+}
+
 cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
+  // The ranges the range sums were sized for (plan_kv_stats).
+  if (p.stats_ranges < 1 || p.range_sums == nullptr) return cudaErrorInvalidValue;
   const int heads = p.heads_b * p.heads_h;
   if (p.fill) {
     const int fill_heads = std::max(heads, p.fill_heads);
@@ -46,13 +60,9 @@ cudaError_t launch_kv_stats(const KvPrepParams& p, cudaStream_t stream) {
                                           stream, false, p.partials, fill_heads, p.stats_stride);
     if (err != cudaSuccess) return err;
   }
-  // Token ranges per head: at most one wave of CTAs (a partial second wave of these short CTAs
-  // costs as much as a full one: flux_1024px's 1.09 waves took 48 us), at least one (a head's
-  // last CTA finalizes it). Q's rows are split into as many ranges.
   const int nchunks = (p.n + kChunk - 1) / kChunk;
   const int qchunks = p.balance && p.Nq > 0 ? (p.Nq + kChunk - 1) / kChunk : 0;
-  const int wave = stats_ctas_per_sm(p) * std::max(p.sm_count, 1) / heads;
-  const int ranges = std::max(1, std::min(wave, std::max(nchunks, qchunks)));
+  const int ranges = p.stats_ranges;
   const int tokens_per_cta = std::max(1, (nchunks + ranges - 1) / ranges) * kChunk;
   const int rows_per_cta = qchunks > 0 ? (qchunks + ranges - 1) / ranges * kChunk : 0;
   // Without the fill the statistics are the call's first kernel: launched the ordinary way.

@@ -5,8 +5,11 @@
 //           already holds them: the statistics leave it so)
 //           -> statistics, one launch: V's per-channel sum / max / min over every token, K's and
 //              max |q| (when balancing) over a sample of tokens (qm::stats_stride), reduced per
-//              CTA and accumulated with atomics per canonical head; the last CTA of a head
-//              finalizes it (means, V scales, balancing factors: qm::channel_consts)
+//              CTA in a fixed order; maxima and minima (exact in any order) go to the head's
+//              accumulators with atomics, sums to one slot per token range; the last CTA of a
+//              head adds the slots in range order and finalizes it (means, V scales,
+//              balancing factors: qm::channel_consts), so a call's constants are the same
+//              bits every run
 //           -> quantize (second read of K and V, mostly from L2: INT8 K + per-key scales,
 //              V as fp16 or as transposed, key-permuted FP8 — the layouts of attention_params.h).
 //           BALANCED's fp16 V on the sm90a kernel is read in place (v_raw): no V in either.
@@ -72,6 +75,11 @@ struct KvPrepParams {
   int stats_stride = 0;
   bool fill = true;
   int fill_heads = 0;
+  // The statistics' sums, one slot per canonical head and token range ([head][range][K, V]
+  // [dpad] floats, written whole by each range's CTA, so they need no identities), and the
+  // ranges per head: both set by plan_kv_stats, which the launch must follow.
+  float* range_sums = nullptr;
+  int stats_ranges = 0;
   int sm_count = 132;  // the device's SMs: sizes the statistics grid
   // sm_90+: every kernel of the preparation after its first launches early (launch.cuh).
   bool chain = false;
@@ -86,6 +94,9 @@ __host__ __device__ constexpr int64_t kv_stats_head_floats(int stride) {
   return 7 * static_cast<int64_t>(stride) + 4;
 }
 int64_t kv_stats_partial_floats(int heads, int stride);
+// Sets p.stats_ranges (token ranges per canonical head of the statistics grid, from p's shape,
+// load paths and sm_count) and returns the floats p.range_sums must hold.
+int64_t plan_kv_stats(KvPrepParams& p);
 // A forward's K/V: statistics (unless EXACT), then quantization.
 cudaError_t launch_kv_prepare(const KvPrepParams& p, cudaStream_t stream);
 // Statistics and their finalize (means, V scales, balancing factors into p's outputs).
@@ -102,7 +113,7 @@ bool q_stats_vectorizable(const KvPrepParams& p);
 cudaError_t launch_stats(const KvPrepParams& p, int ranges, int tokens_per_cta, int rows_per_cta,
                          cudaStream_t stream, bool early);
 // Resident CTAs per SM of the statistics kernel for p's load paths (two where every load is a
-// 16-byte vector, one on the strided paths).
+// 16-byte vector, one on the strided paths): its launch bounds, so no runtime query.
 int stats_ctas_per_sm(const KvPrepParams& p);
 // One CTA per 64-token tile and canonical head.
 cudaError_t launch_kv_quantize_tiles(const KvPrepParams& p, cudaStream_t stream, bool early);

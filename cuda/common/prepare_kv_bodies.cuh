@@ -74,11 +74,30 @@ struct RowSample {
   }
 };
 
+// s_sum[d] += the sum of column d of s_tmp [slots][dw], added in slot order (four chains,
+// combined in a fixed order), for d < dw, by `nthreads` threads.
+__device__ __forceinline__ void add_slot_columns(const float* s_tmp, int dw, int slots, int tid,
+                                                 int nthreads, float* s_sum) {
+  for (int d = tid; d < dw; d += nthreads) {
+    const float* col = s_tmp + d;
+    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;  // independent chains
+    int rr = 0;
+    for (; rr + 4 <= slots; rr += 4) {
+      a0 += col[rr * dw];
+      a1 += col[(rr + 1) * dw];
+      a2 += col[(rr + 2) * dw];
+      a3 += col[(rr + 3) * dw];
+    }
+    for (; rr < slots; ++rr) a0 += col[rr * dw];
+    s_sum[d] += (a0 + a1) + (a2 + a3);
+  }
+}
+
 // Per-channel sum, maximum and minimum of operand x (strides s) over the rows of `rows` of
 // source head (b, h), by all `nthreads` threads of the CTA (thread `tid` = row slot r, chunk c
 // walks sample rows r, r + steps, ...), combined into s_acc[sum_stat], [sum_stat + 1] (max) and
-// [sum_stat + 2] (min), which hold the identities on entry. `s_tmp`: 8 · nthreads floats of
-// scratch. Contains __syncthreads: every thread of the CTA calls it.
+// [sum_stat + 2] (min), which hold the identities on entry; the sums in a fixed order. `s_tmp`:
+// 8 · nthreads floats of scratch. Contains __syncthreads: every thread of the CTA calls it.
 template <typename T, bool kVec>
 __device__ __forceinline__ void accumulate_stats(const T* x, const int64_t (&s)[4], int D, int b,
                                                  int h, const RowSample& rows, int tid,
@@ -109,9 +128,13 @@ __device__ __forceinline__ void accumulate_stats(const T* x, const int64_t (&s)[
   float* s_sum = s_acc[sum_stat];
   float* s_max = s_acc[sum_stat + 1];
   float* s_min = s_acc[sum_stat + 2];
+  // Maxima and minima are integer atomics (native, and exact in any order). Sums are added in
+  // a fixed order, so a call's statistics are the same bits every run: each slot's partial sums
+  // go to s_tmp [slots][dw] and are added up per channel (add_slot_columns).
+  const int dw = cpr * 8;  // channels the chunks cover (D rounded up to 8)
   if (32 % cpr == 0) {
     // Lanes lane, lane + cpr, ... of a warp hold the same 8 channels: shuffles combine them, then
-    // one lane per chunk and warp does the shared atomics (nthreads / 32 per address).
+    // one lane per chunk and warp writes the warp's slot.
 #pragma unroll
     for (int o = 16; o >= cpr; o >>= 1)
 #pragma unroll
@@ -124,19 +147,19 @@ __device__ __forceinline__ void accumulate_stats(const T* x, const int64_t (&s)[
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const int d = c * 8 + k;
-        atomicAdd(&s_sum[d], st.sum[k]);
+        s_tmp[(tid / 32) * dw + d] = st.sum[k];
         dev::atomic_max_float(&s_max[d], st.mx[k]);
         dev::atomic_min_float(&s_min[d], st.mn[k]);
       }
     }
     __syncthreads();
+    if (rows.count > 0) add_slot_columns(s_tmp, dw, nthreads / 32, tid, nthreads, s_sum);
+    __syncthreads();
     return;
   }
-  // Chunks that do not tile a warp (head dims 40, 80, 96, 160, ...): every one of the `steps`
-  // row slots lands on each address. Maxima and minima are integer atomics (native); a float
-  // atomicAdd on shared memory is a compare-and-swap loop that such contention serialises, so
-  // the sums go through s_tmp [steps][dw] and are added up per channel.
-  const int dw = cpr * 8;  // channels the chunks cover (D rounded up to 8)
+  // Chunks that do not tile a warp (head dims 40, 80, 96, 160, ...): each of the `steps` row
+  // slots is one (a float atomicAdd on shared memory is a compare-and-swap loop, which such
+  // contention would serialise anyway).
   if (active && rows.count > 0) {
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
@@ -147,21 +170,7 @@ __device__ __forceinline__ void accumulate_stats(const T* x, const int64_t (&s)[
     }
   }
   __syncthreads();
-  if (rows.count > 0) {
-    for (int d = tid; d < dw; d += nthreads) {
-      const float* col = s_tmp + d;
-      float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;  // independent chains
-      int rr = 0;
-      for (; rr + 4 <= steps; rr += 4) {
-        a0 += col[rr * dw];
-        a1 += col[(rr + 1) * dw];
-        a2 += col[(rr + 2) * dw];
-        a3 += col[(rr + 3) * dw];
-      }
-      for (; rr < steps; ++rr) a0 += col[rr * dw];
-      s_sum[d] += (a0 + a1) + (a2 + a3);
-    }
-  }
+  if (rows.count > 0) add_slot_columns(s_tmp, dw, steps, tid, nthreads, s_sum);
   __syncthreads();
 }
 
@@ -209,6 +218,63 @@ __device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b
 #pragma unroll
     for (int k = 0; k < 8; ++k)
       atomicMax(reinterpret_cast<int*>(&s_max[c * 8 + k]), __float_as_int(m[k]));  // m >= 0
+}
+
+// The head's statistics for its last CTA to finalize, into s_acc (channels < dpad): maxima,
+// minima and max |q| from the head's accumulators, and the sums over its `ranges` token ranges
+// (range_sums) added in range order. Other CTAs wrote both (call after __threadfence): they are
+// L2 reads, all issued before any is used, so the two take one round trip. The sums are read
+// four (sum, channel) pairs a load; where such quads are fewer than threads, each quad's ranges
+// are split over `groups` threads (ranges g, g + groups, ...), each adding them in four fixed
+// chains, and the groups' totals are added in group order. `nthreads` >= dpad (256 threads, head
+// dims up to 256); `s_tmp`: 16-byte aligned, at least 4 · nthreads floats. Contains
+// __syncthreads: every thread of the CTA calls it.
+__device__ __forceinline__ void gather_head_stats(const KvPrepParams& p, int head, int ranges,
+                                                  int tid, int nthreads, float* s_tmp,
+                                                  float (*s_acc)[256]) {
+  constexpr int kRows[5] = {kMaxK, kMinK, kMaxV, kMinV, kStats};  // kStats: max |q|
+  const float* acc = stats_acc(p, head);
+  const bool own = tid < p.dpad;  // this thread's channel of the accumulators
+  float held[5];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) held[i] = own ? __ldcg(acc + kRows[i] * p.stats_stride + tid) : 0.f;
+
+  const int quads = p.dpad / 2;  // 2 · dpad pairs, K's channels then V's, four a load
+  const int groups = quads < nthreads ? nthreads / quads : 1;
+  const float4* base = reinterpret_cast<const float4*>(range_sums(p, head, 0));
+  const int64_t step = quads;  // float4s from one range's slot to the next
+  auto add = [](float4& a, const float4& b) {
+    a.x += b.x;
+    a.y += b.y;
+    a.z += b.z;
+    a.w += b.w;
+  };
+  for (int e = tid; e < quads * groups; e += nthreads) {
+    const int g = e / quads, q = e % quads;
+    const float4* col = base + q;
+    float4 a[4] = {};
+    int r = g;
+#pragma unroll 2
+    for (; r + 3 * groups < ranges; r += 4 * groups)
+#pragma unroll
+      for (int u = 0; u < 4; ++u) add(a[u], __ldcg(col + (r + u * groups) * step));
+    for (; r < ranges; r += groups) add(a[0], __ldcg(col + r * step));
+    add(a[0], a[1]);
+    add(a[2], a[3]);
+    add(a[0], a[2]);
+    reinterpret_cast<float4*>(s_tmp)[e] = a[0];  // e = g · quads + q
+  }
+  if (own)
+#pragma unroll
+    for (int i = 0; i < 5; ++i) s_acc[kRows[i]][tid] = held[i];
+  __syncthreads();
+  const int pairs = 2 * p.dpad;
+  for (int pair = tid; pair < pairs; pair += nthreads) {
+    float total = 0.f;
+    for (int g = 0; g < groups; ++g) total += s_tmp[g * pairs + pair];
+    s_acc[pair < p.dpad ? kSumK : kSumV][pair % p.dpad] = total;
+  }
+  __syncthreads();
 }
 
 }  // namespace prep

@@ -24,11 +24,17 @@ __device__ __forceinline__ float stat_identity(int s) {
 
 // The scratch of canonical head `head` (kv_stats_head_floats): [kStats + 1][stats_stride]
 // accumulators, the last row max |q|, then a counter of the statistics CTAs that have finished.
+// Only the maxima, minima and max |q| accumulate there; the sum rows keep their identity (the
+// sums go through range_sums, added in a fixed order).
 __device__ __forceinline__ float* stats_acc(const KvPrepParams& p, int head) {
   return p.partials + static_cast<int64_t>(head) * kv_stats_head_floats(p.stats_stride);
 }
 __device__ __forceinline__ unsigned* stats_counter(const KvPrepParams& p, int head) {
   return reinterpret_cast<unsigned*>(stats_acc(p, head) + (kStats + 1) * p.stats_stride);
+}
+// Token range `range`'s sums of canonical head `head`: K's [dpad], then V's [dpad].
+__device__ __forceinline__ float* range_sums(const KvPrepParams& p, int head, int range) {
+  return p.range_sums + (static_cast<int64_t>(head) * p.stats_ranges + range) * 2 * p.dpad;
 }
 
 // One thread's running sum, maximum and minimum of 8 channels of one operand.

@@ -1,9 +1,9 @@
 // The K/V preparation kernels, sized to the chip by their launchers: statistics of K and V
-// (and max |q|) over token ranges, accumulated per head with global atomics and finalized by a
-// head's last CTA, and the quantization of 64-token tiles (bodies in prepare_kv_bodies.cuh).
+// (and max |q|) over token ranges, combined per head in a fixed order and finalized by a head's
+// last CTA, and the quantization of 64-token tiles (bodies in prepare_kv_bodies.cuh).
 // Each kernel is compiled for both load paths (kVec: 16-byte loads of contiguous, aligned rows;
 // else strided loads), which the launchers pick per operand.
-#include <atomic>
+#include <algorithm>
 #include <cstdint>
 
 #include "cuda/common/pdl.cuh"
@@ -20,10 +20,13 @@ using prep::kTokens;
 
 // The statistics of one token range of one canonical head (CTA x of head y): V's over every
 // token of the range (none for a V read in place: v_raw), K's over the range's sampled tokens,
-// and max |q| over the sampled rows of range x of Q's rows (qm::stats_stride), added into the
-// head's accumulators with global atomics. The last CTA of a head to finish (a counter per
-// head) turns the head's accumulators into its constants (the finalize) for the quantization
-// that follows: no launch of its own.
+// and max |q| over the sampled rows of range x of Q's rows (qm::stats_stride). Maxima and
+// minima go into the head's accumulators with global atomics (exact in any order); sums into
+// the range's own slot (KvPrepParams::range_sums), since float additions in whatever order the
+// CTAs finish would make the means, and so the output, differ in their last bits from run to
+// run. The last CTA of a head to finish (a counter per head) adds the slots in range order and
+// turns the head's statistics into its constants (the finalize) for the quantization that
+// follows: no launch of its own.
 // Two CTAs per SM where every load is a 16-byte vector (at most 128 registers, no spills; at one
 // CTA per SM a single CTA's loads were all that was in flight); the strided paths keep one.
 template <bool kKvVec, bool kQVec>
@@ -38,7 +41,7 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
   // accumulators and counters (the fill's) come after the wait.
   dev::start_next_kernel();
   __shared__ float s_acc[kStats + 1][256];  // the last row: max |q|
-  __shared__ float s_tmp[8 * kTileThreads];
+  __shared__ __align__(16) float s_tmp[8 * kTileThreads];
   __shared__ bool s_last;
   const int tid = threadIdx.x, head = blockIdx.y, b = head / p.heads_h, h = head % p.heads_h;
   for (int e = tid; e < (kStats + 1) * 256; e += kTileThreads)
@@ -61,7 +64,14 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
   __syncthreads();
   dev::wait_previous_kernels();
   float* acc = prep::stats_acc(p, head);
-  // K/V's rows (none where the range holds no valid token), then max |q|'s (with balancing).
+  // The range's sums, whole (zeros where it holds no valid token).
+  float* slot = prep::range_sums(p, head, blockIdx.x);
+  for (int d = tid; d < p.dpad; d += kTileThreads) {
+    slot[d] = s_acc[prep::kSumK][d];
+    slot[p.dpad + d] = s_acc[prep::kSumV][d];
+  }
+  // K/V's maxima and minima (none where the range holds no valid token), then max |q|'s (with
+  // balancing).
   const int first = j0 < j1 ? 0 : kStats * p.D,
             end = (rows_per_cta > 0 ? kStats + 1 : kStats) * p.D;
   for (int e = first + tid; e < end; e += kTileThreads) {
@@ -74,44 +84,25 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
       dev::atomic_max_float(a, v);
     else if (prep::stat_is_min(stat))
       dev::atomic_min_float(a, v);
-    else
-      atomicAdd(a, v);
   }
-  // The head's other CTAs see these sums before they see this CTA counted.
+  // The head's other CTAs see these statistics before they see this CTA counted.
   __threadfence();
   __syncthreads();
   if (tid == 0) s_last = atomicAdd(prep::stats_counter(p, head), 1u) == gridDim.x - 1;
   __syncthreads();
   if (!s_last) return;
   __threadfence();
+  prep::gather_head_stats(p, head, gridDim.x, tid, kTileThreads, s_tmp, s_acc);
   const int w = p.stats_stride;
-  for (int d = tid; d < p.dpad; d += kTileThreads) {  // L2 reads (__ldcg): atomics land there
+  for (int d = tid; d < p.dpad; d += kTileThreads) {
     prep::finalize_channel(
-        p, head, d, valid, [&](int s) { return __ldcg(acc + s * w + d); },
-        __ldcg(acc + kStats * w + d));
+        p, head, d, valid, [&](int s) { return s_acc[s][d]; }, s_acc[kStats][d]);
     // Every other CTA of the head is done with these: back to the identities, for the next
     // call on this scratch (KvPrepParams::fill).
 #pragma unroll
     for (int s = 0; s <= kStats; ++s) acc[s * w + d] = prep::stat_identity(s);
   }
   if (tid == 0) *prep::stats_counter(p, head) = 0u;
-}
-
-template <bool kKvVec, bool kQVec>
-int stats_ctas_per_sm() {
-  // Same registers and shared memory for both element types; a successful answer is kept
-  // (a failed query only sizes this call's grid conservatively and is asked again next time).
-  static std::atomic<int> cached{0};
-  int n = cached.load(std::memory_order_relaxed);
-  if (n > 0) return n;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, stats_kernel<__half, kKvVec, kQVec>,
-                                                    kTileThreads, 0) != cudaSuccess ||
-      n <= 0) {
-    (void)cudaGetLastError();  // not sticky; keep it out of the next launch check
-    return 1;
-  }
-  cached.store(n, std::memory_order_relaxed);
-  return n;
 }
 
 // Quantize one 64-token tile per CTA (prepare_kv_quantize.cuh): 32·kSpan threads at 64 registers,
@@ -163,8 +154,11 @@ auto with_stats_paths(const KvPrepParams& p, F&& f) {
 }  // namespace
 
 int stats_ctas_per_sm(const KvPrepParams& p) {
+  // The launch bounds' minimum, which the kernel's registers and ~16 KB of shared memory meet:
+  // a constant, so a workspace sized for a call's ranges fits the launch (an occupancy query
+  // can fail, or answer differently for the size query and the call).
   return with_stats_paths(p, [](auto kv_v, auto q_v) {
-    return stats_ctas_per_sm<decltype(kv_v)::value, decltype(q_v)::value>();
+    return stats_min_ctas<decltype(kv_v)::value, decltype(q_v)::value>();
   });
 }
 

@@ -318,6 +318,7 @@ ForwardPlan plan_forward(const AttnProblem& p, const DeviceInfo& dev, void* work
     k.stats_stride = plan.dpad;
     k.partials = ws.take<float>(
         static_cast<size_t>(kv_stats_partial_floats(static_cast<int>(heads), plan.dpad)));
+    k.range_sums = ws.take<float>(static_cast<size_t>(plan_kv_stats(k)));
     k.k_mean = ws.take<float>(heads * plan.dpad);
     k.v_mean = ws.take<float>(heads * plan.dpad);
     k.v_scale = ws.take<float>(heads * plan.dpad);

@@ -73,8 +73,10 @@ class CudaKvCache final : public KvCacheImpl {
     if (length_ == 0) {
       p.stats_stride = dpad_;
       const int64_t floats = kv_stats_partial_floats(static_cast<int>(heads_), dpad_);
-      p.partials =
-          static_cast<float*>(backend_.workspace(floats * sizeof(float), a.stream, "stream"));
+      const int64_t sums = plan_kv_stats(p);
+      p.partials = static_cast<float*>(
+          backend_.workspace((floats + sums) * sizeof(float), a.stream, "stream"));
+      p.range_sums = p.partials + floats;  // floats is a multiple of 4: 16-byte aligned
       cuda_check(launch_kv_stats(p, s), "cache statistics kernel launch");
     }
     cuda_check(launch_kv_quantize(p, s, length_ == 0), "cache quantization kernel launch");

@@ -98,7 +98,7 @@ def test_q_as_a_view_of_fused_qkv(device, d):
                                k_granularity="block")
         ref = ref_sdpa(q, k, v, layout="NHD")
         assert rel_l1(o, ref) < BARS[mode]
-        # the GPU's statistics sum with atomics (their last bits vary run to run)
+        # the strided views and the copies may take different load paths
         assert rel_l1(o, c.double().cpu()) < 2e-3
 
 
@@ -480,9 +480,8 @@ def test_sageattn_as_comfyui_calls_it(device):
     lengths = torch.tensor([600, 550], dtype=torch.int32, device=device)
     by_lengths = int8attn.attention(q, k, v, mode="fast", layout="NHD", k_granularity="block",
                                     k_lengths=lengths)
-    # the GPU's statistics sum with atomics (the last bits vary run to run); the CPU is exact
-    assert (torch.equal(out, by_lengths) if device == "cpu"
-            else rel_l1(out, by_lengths.double().cpu()) < 2e-3)
+    # the same call: the same bits (the statistics add in a fixed order on the GPU too)
+    assert torch.equal(out, by_lengths)
     holes = mask.clone()
     holes[0, ..., 7] = -float("inf")
     out = int8attn.sageattn(q, k, v, attn_mask=holes, tensor_layout="NHD", route="always")
@@ -531,7 +530,7 @@ def test_cuda_graph_replays_after_the_workspace_grew():
     graph.replay()
     torch.cuda.synchronize()
     assert not out.isnan().any()
-    assert rel_l1(out, eager.double().cpu()) < 1e-3  # only the statistics' atomics differ
+    assert torch.equal(out, eager)  # the same kernels on the same inputs: the same bits
     assert all(bool((b == 7).all()) for b in bystanders), "a replay wrote into freed memory"
 
 
