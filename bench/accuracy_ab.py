@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A/B accuracy of library builds: int8attn's relative L1 error against float64 (bench.py's
 reference on 128 sampled query rows of two heads) at a few Gaussian shapes whose sequence
-length grows to 32K keys, for the library named by INT8ATTN_LIBRARY. Run it once per build in
+length grows to 32K keys (128K with --shapes), for the library named by INT8ATTN_LIBRARY. Run it once per build in
 one session and compare the lines; `bench/ab_time.py` is its timing twin. A preparation change
 can pass short shapes and still move FAST past its bar at long ones, where the output is a mean
 over many keys and a bias in V's rounding no longer averages out.
@@ -20,7 +20,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 import bench  # noqa: E402  (float64 reference and metrics)
 import int8attn  # noqa: E402
 
-SHAPES = {"n32k_h8": (1, 8, 32760, 128), "n16k_h8": (1, 8, 16384, 128),
+SHAPES = {"n128k_h2": (1, 2, 131072, 128), "n64k_h4": (1, 4, 65536, 128),
+          "n32k_h8": (1, 8, 32760, 128), "n16k_h8": (1, 8, 16384, 128),
+          "n8k_h8": (1, 8, 8192, 128),
           "flux_1024px": (1, 24, 4608, 128), "n4k_d64": (2, 8, 4096, 64),
           "sd3_cfg": (2, 24, 4250, 64), "sdxl_l1_cfg": (2, 10, 4096, 64)}
 MODES = (("fast", "block"), ("fast", "token"), ("balanced", "token"))

@@ -6,15 +6,17 @@ kernels are queued. This measures that cost alone: the GPU is first held busy by
 kernel, then N calls are issued and timed on the host (no synchronisation inside the loop; the
 queue never drains, so no call waits for the device), then the device is synchronised; the
 median call of 15 such batches' worth. A shape's entry points take turns call by call, each
-call timed alone, so a drift of the host's speed during the run (a GPU VM's host moves by tens
-of µs a call within seconds) reaches them all alike.
+call timed alone and each batch in another order, so a drift of the host's speed during the run
+(a GPU VM's host moves by tens of µs a call within seconds) and whatever the call before leaves
+in the caches reach them all alike.
 
 Entry points: torch SDPA (default backends, and pinned to cuDNN), ``int8attn.attention`` (HND
 and NHD), ``torch.ops.int8attn.attention``, ``int8attn.sageattn``, a diffusers ``Attention``
 module with its stock ``AttnProcessor2_0`` and with ``Int8AttnProcessor`` (when diffusers is
-installed; module time includes the projections, so compare the two), and the split of
-int8attn's own cost into Python (descriptor packing, with the C call stubbed) and the C call
-(validation, planning, launches).
+installed; module time includes the projections, so compare the two), and a split of
+int8attn's own cost in turns of its own: `attention` into a given output (no allocation), the
+descriptor packing and C call alone (``_fastpath.forward``), the C call alone (validation,
+planning, launches; descriptors packed once), and Python with the C call stubbed.
 
 Usage: python3 bench/host_overhead.py [--calls 30] [--out DIR]
 """
@@ -24,6 +26,7 @@ import argparse
 import copy
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -48,7 +51,8 @@ SHAPES = [
 def host_us(fns, calls: int, repeats: int = 15):
     """Host microseconds per call of each function of ``fns`` (name -> fn), device kept busy:
     each batch issues ``calls`` calls of every function, taking turns call by call, each call
-    timed alone; the result is a function's median call over ``repeats`` batches. Turns call by
+    timed alone, each batch in another (seeded) order of the functions; the result is a
+    function's median call over ``repeats`` batches. Turns call by
     call put every function under the same host conditions (the host of a GPU VM drifts by tens
     of µs a call within seconds); the median is robust to the preemptions a minimum of batch
     means was not.
@@ -63,10 +67,15 @@ def host_us(fns, calls: int, repeats: int = 15):
     torch.cuda.synchronize()
     samples = {name: [] for name in fns}
     items = list(fns.items())
+    rng = random.Random(0)
     for _ in range(repeats * max(1, calls // turns)):
         torch.cuda._sleep(int(1e8))  # ~60 ms of device work: no call waits for the device
+        # Each batch takes the functions in another order, so none always follows the same one
+        # (a call may run colder after another library's code than after its own).
+        order = items[:]
+        rng.shuffle(order)
         for _ in range(turns):
-            for name, fn in items:
+            for name, fn in order:
                 t0 = time.perf_counter_ns()
                 fn()
                 samples[name].append(time.perf_counter_ns() - t0)
@@ -99,13 +108,18 @@ def measure_shape(name, B, H, Nq, Nk, D, calls):
     with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # the context outside the timed calls
         res.update(host_us({"sdpa_cudnn": lambda: F.scaled_dot_product_attention(q, k, v)},
                            calls))
-    # int8attn's split: the C call alone (descriptors packed once), and Python with C stubbed
+    # int8attn's split, in turns of their own: `attention` into a given output (no allocation),
+    # the packing and C call alone (_fastpath.forward), the C call alone (descriptors packed
+    # once), and Python with the C call stubbed (below)
     o = torch.empty_like(q)
     _fastpath.forward(q, k, v, o, 3, False, None, False, 0, 0)
     s = _fastpath._slots
     ctx = _fastpath._context_handle(q.get_device())
     fn = _fastpath._forward_fn
-    res.update(host_us({"c_call_only": lambda: fn(ctx, *s.refs, s.params_ref)}, calls))
+    res.update(host_us({
+        "int8attn_hnd_out": lambda: int8attn.attention(q, k, v, mode="fast", out=o),
+        "pack_and_c_call": lambda: _fastpath.forward(q, k, v, o, 3, False, None, False, 0, 0),
+        "c_call_only": lambda: fn(ctx, *s.refs, s.params_ref)}, calls))
     _fastpath._forward_fn = lambda *a: 0
     try:
         res.update(host_us({"python_only": lambda: int8attn.attention(q, k, v, mode="fast")},

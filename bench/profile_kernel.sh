@@ -11,7 +11,8 @@ BUILD="${1:?build dir}" DIR="${2:?output dir}" SHAPE="${3:-flux_1024px}" MODE="$
 KERNEL="${5:-attention}"
 shift $(( $# < 5 ? $# : 5 ))
 mkdir -p "$DIR"
-export LD_LIBRARY_PATH="$PWD/$BUILD/lib:${LD_LIBRARY_PATH:-}"
+case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
+export LD_LIBRARY_PATH="$BUILD/lib:${LD_LIBRARY_PATH:-}"
 tag="${SHAPE}_${MODE}"
 if command -v ncu >/dev/null; then
   ncu --clock-control none -k "regex:$KERNEL" -c 1 \

@@ -11,8 +11,6 @@
 namespace int8attn {
 namespace {
 
-using prep::kStats;  // accumulators per channel: sumK, maxK, minK, sumV, maxV, minV
-
 constexpr int kChunk = qm::kStatsChunk;  // tokens per statistics range unit
 
 // The accumulators' identities (max |q| and the counters start at 0): see prep::stats_acc.
@@ -23,14 +21,11 @@ __global__ void stats_fill_kernel(float* acc, int heads, int stride) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i % per_head;
-    const int row = static_cast<int>(r / stride);
-    acc[i] = prep::stat_identity(row);
+    acc[i] = prep::acc_identity(static_cast<int>(r / stride));
   }
 }
 
 }  // namespace
-
-static_assert(kStats + 1 == 7, "kv_stats_head_floats counts 7 rows");
 
 int64_t kv_stats_partial_floats(int heads, int stride) {
   return static_cast<int64_t>(heads) * kv_stats_head_floats(stride);

@@ -88,10 +88,13 @@ struct KvPrepParams {
 // Statistics rows as wide as any padded head dim: the context's scratch uses this stride for
 // every call, so its identities sit at the same places whatever a call's head dim.
 constexpr int kMaxStatsStride = 256;
-// Scratch floats of one canonical head at `stride` floats a row: 7 rows, then a counter (padded
-// to 16 bytes).
+// Accumulator rows of a canonical head's scratch: maxima and minima of K and V, max |q|
+// (prep::AccRow).
+constexpr int kv_stats_acc_rows = 5;
+// Scratch floats of one canonical head at `stride` floats a row: the accumulator rows, then a
+// counter (padded to 16 bytes).
 __host__ __device__ constexpr int64_t kv_stats_head_floats(int stride) {
-  return 7 * static_cast<int64_t>(stride) + 4;
+  return kv_stats_acc_rows * static_cast<int64_t>(stride) + 4;
 }
 int64_t kv_stats_partial_floats(int heads, int stride);
 // Sets p.stats_ranges (token ranges per canonical head of the statistics grid, from p's shape,

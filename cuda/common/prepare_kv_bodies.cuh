@@ -232,12 +232,11 @@ __device__ __forceinline__ void accumulate_q_absmax(const KvPrepParams& p, int b
 __device__ __forceinline__ void gather_head_stats(const KvPrepParams& p, int head, int ranges,
                                                   int tid, int nthreads, float* s_tmp,
                                                   float (*s_acc)[256]) {
-  constexpr int kRows[5] = {kMaxK, kMinK, kMaxV, kMinV, kStats};  // kStats: max |q|
   const float* acc = stats_acc(p, head);
   const bool own = tid < p.dpad;  // this thread's channel of the accumulators
-  float held[5];
+  float held[kAccRows];
 #pragma unroll
-  for (int i = 0; i < 5; ++i) held[i] = own ? __ldcg(acc + kRows[i] * p.stats_stride + tid) : 0.f;
+  for (int r = 0; r < kAccRows; ++r) held[r] = own ? __ldcg(acc + r * p.stats_stride + tid) : 0.f;
 
   const int quads = p.dpad / 2;  // 2 · dpad pairs, K's channels then V's, four a load
   const int groups = quads < nthreads ? nthreads / quads : 1;
@@ -266,7 +265,7 @@ __device__ __forceinline__ void gather_head_stats(const KvPrepParams& p, int hea
   }
   if (own)
 #pragma unroll
-    for (int i = 0; i < 5; ++i) s_acc[kRows[i]][tid] = held[i];
+    for (int r = 0; r < kAccRows; ++r) s_acc[acc_stat(r)][tid] = held[r];
   __syncthreads();
   const int pairs = 2 * p.dpad;
   for (int pair = tid; pair < pairs; pair += nthreads) {

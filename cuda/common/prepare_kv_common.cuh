@@ -11,26 +11,40 @@
 namespace int8attn {
 namespace prep {
 
-// Statistics per canonical head and channel, in this order ([head][kStats + 1][dpad] in the
-// scratch accumulators; the extra row is max |q| for channel balancing).
+// Statistics per canonical head and channel, in this order (rows of a CTA's shared-memory
+// statistics, [kStats + 1][dpad]; the extra row is max |q| for channel balancing).
 enum Stat { kSumK = 0, kMaxK, kMinK, kSumV, kMaxV, kMinV, kStats };
 
 __device__ __forceinline__ bool stat_is_max(int s) { return s == kMaxK || s == kMaxV; }
 __device__ __forceinline__ bool stat_is_min(int s) { return s == kMinK || s == kMinV; }
-// The identity each scratch row starts from: sums, max |q| (row kStats) and the counter 0.
+// The identity a statistic starts from: sums and max |q| (row kStats) 0.
 __device__ __forceinline__ float stat_identity(int s) {
   return stat_is_max(s) ? -INFINITY : (stat_is_min(s) ? INFINITY : 0.f);
 }
 
-// The scratch of canonical head `head` (kv_stats_head_floats): [kStats + 1][stats_stride]
-// accumulators, the last row max |q|, then a counter of the statistics CTAs that have finished.
-// Only the maxima, minima and max |q| accumulate there; the sum rows keep their identity (the
-// sums go through range_sums, added in a fixed order).
+// The rows of a head's accumulators in the scratch: the statistics that atomics combine
+// exactly in any order (the sums go through range_sums, added in a fixed order). The head's
+// counter of finished statistics CTAs follows them.
+enum AccRow { kAccMaxK = 0, kAccMinK, kAccMaxV, kAccMinV, kAccQAbsmax, kAccRows };
+static_assert(kAccRows == kv_stats_acc_rows, "kv_stats_head_floats counts the rows");
+// The statistic (Stat, or kStats for max |q|) that accumulator row r holds.
+__device__ __forceinline__ int acc_stat(int r) {
+  return r == kAccMaxK
+             ? kMaxK
+             : (r == kAccMinK ? kMinK : (r == kAccMaxV ? kMaxV : (r == kAccMinV ? kMinV : kStats)));
+}
+// The identity of accumulator row r (from row kAccRows on: the counter, 0).
+__device__ __forceinline__ float acc_identity(int r) {
+  return r < kAccQAbsmax ? stat_identity(acc_stat(r)) : 0.f;
+}
+
+// The scratch of canonical head `head` (kv_stats_head_floats): kAccRows rows of stats_stride
+// accumulators, then the counter of the head's statistics CTAs that have finished.
 __device__ __forceinline__ float* stats_acc(const KvPrepParams& p, int head) {
   return p.partials + static_cast<int64_t>(head) * kv_stats_head_floats(p.stats_stride);
 }
 __device__ __forceinline__ unsigned* stats_counter(const KvPrepParams& p, int head) {
-  return reinterpret_cast<unsigned*>(stats_acc(p, head) + (kStats + 1) * p.stats_stride);
+  return reinterpret_cast<unsigned*>(stats_acc(p, head) + kAccRows * p.stats_stride);
 }
 // Token range `range`'s sums of canonical head `head`: K's [dpad], then V's [dpad].
 __device__ __forceinline__ float* range_sums(const KvPrepParams& p, int head, int range) {

@@ -72,17 +72,17 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
   }
   // K/V's maxima and minima (none where the range holds no valid token), then max |q|'s (with
   // balancing).
-  const int first = j0 < j1 ? 0 : kStats * p.D,
-            end = (rows_per_cta > 0 ? kStats + 1 : kStats) * p.D;
+  const int first = j0 < j1 ? 0 : prep::kAccQAbsmax * p.D,
+            end = (rows_per_cta > 0 ? prep::kAccRows : prep::kAccQAbsmax) * p.D;
   for (int e = first + tid; e < end; e += kTileThreads) {
-    const int stat = e / p.D, d = e % p.D;
-    float* a = acc + stat * p.stats_stride + d;
+    const int row = e / p.D, d = e % p.D, stat = prep::acc_stat(row);
+    float* a = acc + row * p.stats_stride + d;
     const float v = s_acc[stat][d];
-    if (stat == kStats)
+    if (row == prep::kAccQAbsmax)
       atomicMax(reinterpret_cast<int*>(a), __float_as_int(v));  // max |q| >= 0
     else if (prep::stat_is_max(stat))
       dev::atomic_max_float(a, v);
-    else if (prep::stat_is_min(stat))
+    else
       dev::atomic_min_float(a, v);
   }
   // The head's other CTAs see these statistics before they see this CTA counted.
@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kTileThreads, stats_min_ctas<kKvVec, kQVec>())
     // Every other CTA of the head is done with these: back to the identities, for the next
     // call on this scratch (KvPrepParams::fill).
 #pragma unroll
-    for (int s = 0; s <= kStats; ++s) acc[s * w + d] = prep::stat_identity(s);
+    for (int r = 0; r < prep::kAccRows; ++r) acc[r * w + d] = prep::acc_identity(r);
   }
   if (tid == 0) *prep::stats_counter(p, head) = 0u;
 }
