@@ -9,6 +9,7 @@ against a pre-quantized K/V cache (the attention kernel alone). Accuracy: cosine
 against a float64 reference on sampled query rows of two heads.
 
 Usage: python3 bench/bench.py [--quick] [--shapes a,b,...] [--out bench/results]
+(--shapes: names from the tables below, or NAME=B:Hq:Hkv:Nq:Nk:D, timed in the order given)
 Needs: torch with CUDA, and the int8attn package (PYTHONPATH=bindings/python/src,
 INT8ATTN_LIBRARY=build/lib/libint8attn.so).
 """
@@ -276,7 +277,8 @@ def markdown(results, meta) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a few representative shapes only")
-    ap.add_argument("--shapes", default="", help="comma-separated shape names")
+    ap.add_argument("--shapes", default="",
+                    help="comma-separated names from the tables, or NAME=B:Hq:Hkv:Nq:Nk:D")
     ap.add_argument("--out", default="bench/results")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -287,8 +289,14 @@ def main() -> int:
         keep = {"square_4k_d128", "flux_1024px", "sd15_l1_cfg", "decode_b16_nk32k"}
         shapes = [s for s in shapes if s[0][0] in keep]
     if args.shapes:
-        keep = set(args.shapes.split(","))
-        shapes = [s for s in shapes if s[0][0] in keep]
+        # Named shapes and NAME=B:Hq:Hkv:Nq:Nk:D alike, in the order given; an unknown name is an
+        # error, not a shape silently left out of the table.
+        try:
+            named = [named_shape(spec) for spec in args.shapes.split(",")]
+        except ValueError as e:
+            ap.error(str(e))
+        shapes = [((name, *dims), dims[3] == 1)  # one query row: a decode call, GB/s too
+                  for name, dims in named]
     ctx = int8attn.Context()
     gpu = torch.cuda.get_device_name()
     meta = {"gpu": gpu, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
